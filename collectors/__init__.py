@@ -1,0 +1,50 @@
+"""Mismatch Monitor collectors: the small library that lives inside training jobs.
+
+It computes the training-inference mismatch metrics on the caller's thread and ships per-step
+summaries to a Mismatch Monitor server from a background thread, spooling to disk while the
+server is away. It needs only the standard library; numpy/torch are used when given tensors.
+Nothing here imports the server or the dashboard.
+
+Public names are loaded lazily so that `import collectors` stays cheap inside a trainer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collectors._metrics import DEFAULT_EDGES, StepSummary, compute_step_metrics
+    from collectors._run import Run, init
+    from collectors._vllm import RolloutCollector
+
+__all__ = [
+    "DEFAULT_EDGES",
+    "RolloutCollector",
+    "Run",
+    "StepSummary",
+    "compute_step_metrics",
+    "init",
+]
+
+_HOMES = {
+    "DEFAULT_EDGES": "collectors._metrics",
+    "StepSummary": "collectors._metrics",
+    "compute_step_metrics": "collectors._metrics",
+    "Run": "collectors._run",
+    "init": "collectors._run",
+    "RolloutCollector": "collectors._vllm",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'collectors' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,175 @@
+"""The ingest contract (v1): what a collector sends in one batch.
+
+The server's OpenAPI document, generated from these models, is the authority that the
+collectors follow. NaN and ±Inf are data: they arrive as JSON tokens (`NaN`, `Infinity`,
+`-Infinity`) or as the strings "nan", "inf", "-inf", and are stored as such.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$"
+NAME_PATTERN = r"^[A-Za-z0-9_.:/@+-]{1,128}$"
+
+_SPECIAL_FLOATS = {
+    "nan": math.nan,
+    "+nan": math.nan,
+    "-nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+}
+
+
+def _special_float(value: Any) -> Any:
+    """Accept "nan"/"inf"/"-inf" spelled as strings; leave everything else to pydantic."""
+    if isinstance(value, str):
+        special = _SPECIAL_FLOATS.get(value.strip().lower())
+        if special is not None:
+            return special
+    return value
+
+
+MetricValue = Annotated[float, BeforeValidator(_special_float)]
+"""A float64 metric value; NaN and ±Inf allowed."""
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _to_epoch(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return value
+    return value
+
+
+EpochSeconds = Annotated[
+    float,
+    BeforeValidator(_to_epoch),
+    Field(ge=0, le=32503680000, allow_inf_nan=False, description="Unix seconds, or ISO 8601"),
+]
+
+Source = Literal["trainer", "rollout"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunIn(_Strict):
+    """Create or update a run. On update, given fields replace stored ones; `config` merges by
+    top-level key (so a rollout actor can add `engine` without erasing the trainer's keys)."""
+
+    id: str = Field(pattern=ID_PATTERN, description="Chosen by the client; unique on the server")
+    name: str | None = Field(default=None, max_length=200)
+    project: str | None = Field(
+        default=None, pattern=NAME_PATTERN, description="Defaults to 'default' on creation"
+    )
+    tags: list[Annotated[str, Field(max_length=100)]] | None = Field(default=None, max_length=64)
+    labels: dict[str, Annotated[str, Field(max_length=200)]] | None = None
+    config: dict[str, Any] | None = None
+    status: Literal["running", "finished", "failed"] | None = None
+
+    @field_validator("labels")
+    @classmethod
+    def _label_keys(cls, labels: dict[str, str] | None) -> dict[str, str] | None:
+        if labels is not None:
+            if len(labels) > 64:
+                raise ValueError("at most 64 labels")
+            for key in labels:
+                if not 0 < len(key) <= 100:
+                    raise ValueError(f"label key {key!r} must be 1-100 characters")
+        return labels
+
+
+class BucketTableIn(_Strict):
+    """Per-probability-bucket sums (METRICS.md, "Low-probability buckets").
+
+    Sums, not means, so tables from several actors and steps add up exactly.
+    """
+
+    basis: Literal["rollout", "trainer"] = Field(
+        default="rollout", description="Binned on exp(lR) (rollout) or exp(lT) (trainer)"
+    )
+    edges: list[FiniteFloat] = Field(min_length=2, max_length=65)
+    tokens: list[FiniteFloat]
+    sum_d: list[MetricValue]
+    sum_abs_d: list[MetricValue]
+    sum_k3: list[MetricValue]
+    sum_reverse_k3: list[MetricValue]
+    oob: list[FiniteFloat]
+
+    @model_validator(mode="after")
+    def _shape(self) -> BucketTableIn:
+        if any(b <= a for a, b in zip(self.edges, self.edges[1:])):
+            raise ValueError("edges must be strictly increasing")
+        n = len(self.edges) - 1
+        for name in ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} must have len(edges) - 1 = {n} entries")
+        return self
+
+
+class RecordIn(_Strict):
+    """One step's summary from one actor. Keyed by (run_id, source, actor, step) and metric name:
+    a value whose key is already stored changes nothing, so a re-sent batch is harmless."""
+
+    run_id: str = Field(pattern=ID_PATTERN)
+    step: int = Field(ge=0, le=2**53)
+    source: Source
+    actor: str = Field(default="0", pattern=NAME_PATTERN)
+    time: EpochSeconds | None = Field(default=None, description="Defaults to arrival time")
+    gpu: str | None = Field(default=None, max_length=200, description="e.g. 'NVIDIA H100 80GB HBM3' or 'cpu'")
+    weight_version: int | None = Field(default=None, ge=0, le=2**53)
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    buckets: list[BucketTableIn] | None = Field(default=None, max_length=4)
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_names(cls, metrics: dict[str, float]) -> dict[str, float]:
+        if len(metrics) > 2000:
+            raise ValueError("at most 2000 metrics per record")
+        for name in metrics:
+            if not 0 < len(name) <= 200:
+                raise ValueError(f"metric name {name[:40]!r}… must be 1-200 characters")
+        return metrics
+
+
+class AnnotationIn(_Strict):
+    """A free-text event on a run (a warning, a weight update). `id` makes a re-send harmless."""
+
+    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    run_id: str = Field(pattern=ID_PATTERN)
+    step: int | None = Field(default=None, ge=0, le=2**53)
+    time: EpochSeconds | None = None
+    kind: str = Field(default="note", pattern=NAME_PATTERN)
+    source: Source | None = None
+    actor: str | None = Field(default=None, pattern=NAME_PATTERN)
+    text: str = Field(min_length=1, max_length=4000)
+
+
+class IngestIn(_Strict):
+    """One batch. All-or-nothing: either every record is stored or none is."""
+
+    batch_id: str | None = Field(default=None, max_length=128, description="For logs and tracing")
+    run: RunIn | None = None
+    records: list[RecordIn] = Field(default_factory=list, max_length=100_000)
+    annotations: list[AnnotationIn] = Field(default_factory=list, max_length=10_000)
+
+
+class IngestOut(BaseModel):
+    accepted: int = Field(description="Records that added at least one new value")
+    duplicates: int = Field(description="Records whose every value was already stored")
+    annotations: int = Field(default=0, description="Annotations newly stored")

@@ -1,0 +1,114 @@
+"""What the query API returns (and what the dashboard reads through the query service).
+
+Lists leave the server wrapped as `{data, count}`. Times are Unix seconds (float).
+Non-finite values are data: JSON responses carry them as `NaN`, `Infinity`, `-Infinity`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+T = TypeVar("T")
+
+RunStatus = Literal["live", "idle", "finished", "failed"]
+
+
+class ListOut(BaseModel, Generic[T]):
+    data: list[T]
+    count: int
+
+
+class RunSummaryOut(BaseModel):
+    id: str
+    name: str
+    project: str
+    tags: list[str]
+    labels: dict[str, str]
+    status: RunStatus = Field(description="live: a step in the last 2 min; idle: quiet; finished/failed: said so")
+    created_at: float
+    last_seen: float | None
+    last_step: int | None
+    gpus: list[str]
+    latest: dict[str, float] = Field(description="Latest value of each canonical metric (trainer side first)")
+
+
+class ActorOut(BaseModel):
+    source: str
+    actor: str
+    gpu: str | None
+    first_step: int
+    last_step: int
+    steps: int
+
+
+class AnnotationOut(BaseModel):
+    id: str
+    run_id: str
+    step: int | None
+    time: float
+    kind: str
+    source: str | None
+    actor: str | None
+    text: str
+
+
+class RunDetailOut(RunSummaryOut):
+    config: dict[str, Any]
+    actors: list[ActorOut]
+    annotations: list[AnnotationOut]
+
+
+class MetricOut(BaseModel):
+    name: str
+    source: str
+    actors: list[str]
+    points: int
+
+
+class SeriesPointOut(BaseModel):
+    """One step bucket of a downsampled series. With no downsampling a bucket holds one step
+    and min = max = mean = last. min/max/mean are over finite values only; the non-finite ones
+    are counted, so a NaN or an Inf is never hidden by a bucket."""
+
+    step: int = Field(description="First step in the bucket")
+    step_end: int = Field(description="Last step in the bucket")
+    time: float | None = Field(description="Wall time of the bucket's last step")
+    min: float | None
+    max: float | None
+    mean: float | None
+    last: float = Field(description="Value at the bucket's last step (may be NaN/Inf)")
+    count: int
+    nan: int = 0
+    pos_inf: int = 0
+    neg_inf: int = 0
+
+
+class SeriesOut(BaseModel):
+    run_id: str
+    metric: str
+    source: str | None
+    actor: str | None
+    step_min: int | None
+    step_max: int | None
+    total_points: int = Field(description="Raw points in the range before downsampling")
+    downsampled: bool
+    points: list[SeriesPointOut]
+
+
+class BucketRowOut(BaseModel):
+    """Token-probability bucket sums over a step range (add up exactly across actors and steps)."""
+
+    group: str = Field(description="'all', a GPU name or an actor, by group_by")
+    basis: str
+    lo: float
+    hi: float
+    tokens: float
+    sum_d: float
+    sum_abs_d: float
+    sum_k3: float
+    sum_reverse_k3: float
+    oob: float
+    steps: int
+    actors: int
