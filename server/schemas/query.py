@@ -112,3 +112,35 @@ class BucketRowOut(BaseModel):
     oob: float
     steps: int
     actors: int
+
+
+class BucketStepOut(BaseModel):
+    """One cell of the bucket × step heatmap: a bucket's sums over a block of steps."""
+
+    step: int = Field(description="First step of the block")
+    step_end: int
+    lo: float
+    hi: float
+    tokens: float
+    sum_abs_d: float
+    sum_k3: float
+    oob: float
+
+
+class HardwareOut(BaseModel):
+    """Distribution of one metric over the steps of one GPU type (box-plot quantiles)."""
+
+    gpu: str
+    metric: str
+    runs: int
+    actors: int
+    steps: int = Field(description="Finite values behind the quantiles")
+    nonfinite: int
+    min: float | None
+    p05: float | None
+    q1: float | None
+    median: float | None
+    q3: float | None
+    p95: float | None
+    max: float | None
+    mean: float | None
