@@ -131,7 +131,9 @@ class RecordIn(_Strict):
     source: Source
     actor: str = Field(default="0", pattern=NAME_PATTERN)
     time: EpochSeconds | None = Field(default=None, description="Defaults to arrival time")
-    gpu: str | None = Field(default=None, max_length=200, description="e.g. 'NVIDIA H100 80GB HBM3' or 'cpu'")
+    gpu: str | None = Field(
+        default=None, max_length=200, description="e.g. 'NVIDIA H100 80GB HBM3' or 'cpu'"
+    )
     weight_version: int | None = Field(default=None, ge=0, le=2**53)
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
     buckets: list[BucketTableIn] | None = Field(default=None, max_length=4)

@@ -26,12 +26,16 @@ class RunSummaryOut(BaseModel):
     project: str
     tags: list[str]
     labels: dict[str, str]
-    status: RunStatus = Field(description="live: a step in the last 2 min; idle: quiet; finished/failed: said so")
+    status: RunStatus = Field(
+        description="live: a step in the last 2 min; idle: quiet; finished/failed: said so"
+    )
     created_at: float
     last_seen: float | None
     last_step: int | None
     gpus: list[str]
-    latest: dict[str, float] = Field(description="Latest value of each canonical metric (trainer side first)")
+    latest: dict[str, float] = Field(
+        description="Latest value of each canonical metric (trainer side first)"
+    )
 
 
 class ActorOut(BaseModel):

@@ -1,0 +1,189 @@
+"""Read API: runs, metrics, series (downsampled, spikes kept), buckets, hardware."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from server.api.deps import QueryDep, ReaderDep
+from server.errors import Rejected
+from server.schemas.query import (
+    BucketRowOut,
+    BucketStepOut,
+    HardwareOut,
+    ListOut,
+    MetricOut,
+    RunDetailOut,
+    RunSummaryOut,
+    SeriesOut,
+)
+
+router = APIRouter(prefix="/api/v1", tags=["query"])
+
+StepMin = Annotated[int | None, Query(ge=0, le=2**53, description="First step (inclusive)")]
+StepMax = Annotated[int | None, Query(ge=0, le=2**53, description="Last step (inclusive)")]
+MaxPoints = Annotated[int, Query(ge=1, le=100_000, description="At most this many step buckets")]
+Source = Annotated[Literal["trainer", "rollout"] | None, Query()]
+Name = Annotated[str, Query(min_length=1, max_length=200)]
+
+
+@router.get("/projects", response_model=ListOut[str])
+def list_projects(query: QueryDep, principal: ReaderDep) -> ListOut[str]:
+    data = query.projects(projects=principal.readable_projects())
+    return ListOut(data=data, count=len(data))
+
+
+@router.get("/runs", response_model=ListOut[RunSummaryOut])
+def list_runs(
+    query: QueryDep,
+    principal: ReaderDep,
+    project: Annotated[str | None, Query(max_length=128)] = None,
+    label: Annotated[str | None, Query(max_length=300, description="KEY or KEY=VALUE")] = None,
+    tag: Annotated[str | None, Query(max_length=100)] = None,
+    text: Annotated[
+        str | None, Query(max_length=200, description="Substring of name or id")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+) -> ListOut[RunSummaryOut]:
+    """Runs sorted by last activity, newest first."""
+    data = query.list_runs(
+        project=project,
+        label=label,
+        tag=tag,
+        text=text,
+        limit=limit,
+        projects=principal.readable_projects(),
+    )
+    return ListOut(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}", response_model=RunDetailOut)
+def get_run(run_id: str, query: QueryDep, principal: ReaderDep) -> RunDetailOut:
+    """Config, actors, GPU types, last step, latest canonical values and annotations."""
+    return query.get_run(run_id, projects=principal.readable_projects())
+
+
+@router.get("/runs/{run_id}/metrics", response_model=ListOut[MetricOut])
+def list_metrics(run_id: str, query: QueryDep, principal: ReaderDep) -> ListOut[MetricOut]:
+    data = query.list_metrics(run_id, projects=principal.readable_projects())
+    return ListOut(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}/series", response_model=SeriesOut)
+def get_series(
+    run_id: str,
+    query: QueryDep,
+    principal: ReaderDep,
+    metric: Name,
+    source: Source = None,
+    actor: Annotated[str | None, Query(max_length=128)] = None,
+    step_min: StepMin = None,
+    step_max: StepMax = None,
+    max_points: MaxPoints = 1000,
+) -> SeriesOut:
+    """Downsampled into at most `max_points` step buckets, each with min, max, mean and last
+    over its finite values and counts of NaN/±Inf: a one-step spike is never lost."""
+    return query.series(
+        run_id,
+        metric,
+        source=source,
+        actor=actor,
+        step_min=step_min,
+        step_max=step_max,
+        max_points=max_points,
+        projects=principal.readable_projects(),
+    )
+
+
+def _run_list(runs: str) -> list[str]:
+    ids = [r.strip() for r in runs.split(",") if r.strip()]
+    if not ids:
+        raise Rejected("runs must be a comma-separated list of run ids")
+    return ids
+
+
+@router.get("/series", response_model=ListOut[SeriesOut])
+def overlay_series(
+    query: QueryDep,
+    principal: ReaderDep,
+    runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
+    metric: Name,
+    source: Source = None,
+    step_min: StepMin = None,
+    step_max: StepMax = None,
+    max_points: MaxPoints = 1000,
+) -> ListOut[SeriesOut]:
+    """The same metric for several runs, for overlays."""
+    data = query.series_many(
+        _run_list(runs),
+        metric,
+        source=source,
+        step_min=step_min,
+        step_max=step_max,
+        max_points=max_points,
+        projects=principal.readable_projects(),
+    )
+    return ListOut(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}/buckets", response_model=ListOut[BucketRowOut])
+def get_buckets(
+    run_id: str,
+    query: QueryDep,
+    principal: ReaderDep,
+    step_min: StepMin = None,
+    step_max: StepMax = None,
+    group_by: Literal["none", "gpu", "actor"] = "none",
+    basis: Literal["rollout", "trainer"] = "rollout",
+) -> ListOut[BucketRowOut]:
+    """Token-probability bucket sums over a step range, per GPU or actor if asked."""
+    data = query.buckets(
+        [run_id],
+        step_min=step_min,
+        step_max=step_max,
+        group_by=group_by,
+        basis=basis,
+        projects=principal.readable_projects(),
+    )
+    return ListOut(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}/bucket-steps", response_model=ListOut[BucketStepOut])
+def get_bucket_steps(
+    run_id: str,
+    query: QueryDep,
+    principal: ReaderDep,
+    step_min: StepMin = None,
+    step_max: StepMax = None,
+    basis: Literal["rollout", "trainer"] = "rollout",
+    max_points: Annotated[int, Query(ge=1, le=2000)] = 200,
+) -> ListOut[BucketStepOut]:
+    """Bucket × step-block sums, for heatmaps."""
+    data = query.bucket_steps(
+        run_id,
+        step_min=step_min,
+        step_max=step_max,
+        basis=basis,
+        max_points=max_points,
+        projects=principal.readable_projects(),
+    )
+    return ListOut(data=data, count=len(data))
+
+
+@router.get("/hardware", response_model=ListOut[HardwareOut])
+def get_hardware(
+    query: QueryDep,
+    principal: ReaderDep,
+    metric: Name = "k3_kl",
+    runs: Annotated[str | None, Query(max_length=10_000)] = None,
+    project: Annotated[str | None, Query(max_length=128)] = None,
+) -> ListOut[HardwareOut]:
+    """Distribution of a metric per GPU type, over the given runs or a whole project."""
+    data = query.hardware(
+        metric=metric,
+        run_ids=_run_list(runs) if runs else None,
+        project=project,
+        projects=principal.readable_projects(),
+    )
+    return ListOut(data=data, count=len(data))

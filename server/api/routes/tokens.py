@@ -1,0 +1,58 @@
+"""Token management over HTTP, for the CLI while a server holds the database."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from server.api.deps import AdminDep, TokensDep
+from server.schemas.ingest import NAME_PATTERN
+from server.schemas.query import ListOut
+
+router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
+
+
+class TokenIn(BaseModel):
+    project: str = Field(pattern=NAME_PATTERN)
+    scope: Literal["ingest", "read", "admin"]
+    name: str = Field(default="", max_length=200)
+
+
+class TokenOut(BaseModel):
+    id: str
+    project: str
+    scope: str
+    name: str
+    created_at: float
+    revoked_at: float | None
+
+
+class TokenCreatedOut(TokenOut):
+    token: str = Field(description="Shown once; store it now")
+
+
+@router.post("", response_model=TokenCreatedOut, status_code=201)
+def create_token(body: TokenIn, tokens: TokensDep, _: AdminDep) -> TokenCreatedOut:
+    info, token = tokens.create(project=body.project, scope=body.scope, name=body.name)
+    return TokenCreatedOut(**info.__dict__, token=token)
+
+
+@router.get("", response_model=ListOut[TokenOut])
+def list_tokens(
+    tokens: TokensDep,
+    _: AdminDep,
+    project: Annotated[str | None, Query(max_length=128)] = None,
+    include_revoked: bool = False,
+) -> ListOut[TokenOut]:
+    data = [
+        TokenOut(**i.__dict__)
+        for i in tokens.list(project=project, include_revoked=include_revoked)
+    ]
+    return ListOut(data=data, count=len(data))
+
+
+@router.delete("/{token_id}", response_model=TokenOut)
+def revoke_token(token_id: str, tokens: TokensDep, _: AdminDep) -> TokenOut:
+    return TokenOut(**tokens.revoke(token_id).__dict__)

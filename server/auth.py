@@ -1,0 +1,74 @@
+"""Tokens: generation, salted hashing and constant-time verification. Pure; storage is elsewhere.
+
+A token reads `mm_<id>_<secret>`. The id is public (it names the token in lists and lets the
+server find its row); only a salted SHA-256 of the secret is stored, and the secret is shown
+once, at creation. Secrets are 256 random bits, so a fast hash is enough (no password stretching
+is needed for high-entropy secrets).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+Scope = Literal["ingest", "read", "admin"]
+SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
+PREFIX = "mm"
+
+
+@dataclass(frozen=True)
+class NewToken:
+    id: str
+    secret: str
+    salt: str
+    hash: str
+
+    @property
+    def token(self) -> str:
+        return f"{PREFIX}_{self.id}_{self.secret}"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a token's project and scope, or everyone when auth is off."""
+
+    token_id: str | None
+    project: str | None
+    scope: Scope
+
+    @property
+    def is_admin(self) -> bool:
+        return self.scope == "admin"
+
+    def readable_projects(self) -> list[str] | None:
+        """Projects this caller may read; None means all."""
+        return None if self.is_admin or self.project is None else [self.project]
+
+
+OPEN = Principal(token_id=None, project=None, scope="admin")
+
+
+def new_token() -> NewToken:
+    token_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    salt = secrets.token_hex(16)
+    return NewToken(token_id, secret, salt, hash_secret(salt, secret))
+
+
+def hash_secret(salt: str, secret: str) -> str:
+    return hashlib.sha256(f"{salt}:{secret}".encode()).hexdigest()
+
+
+def split_token(token: str) -> tuple[str, str] | None:
+    """(id, secret) of a well-formed token, else None."""
+    parts = token.strip().split("_", 2)
+    if len(parts) != 3 or parts[0] != PREFIX or not parts[1] or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+def verify(secret: str, *, salt: str, stored_hash: str) -> bool:
+    return hmac.compare_digest(hash_secret(salt, secret), stored_hash)

@@ -1,0 +1,76 @@
+"""Server settings: one `BaseSettings` class, read from flags, `MISMATCH_*` env vars or defaults.
+
+Validators fail fast, at start-up, with a message that says which setting is wrong.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DB = "mismatch.duckdb"
+DEFAULT_PORT = 8765
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MISMATCH_", extra="ignore")
+
+    db: str = Field(default=DEFAULT_DB, description="DuckDB file path or SQLAlchemy URL")
+    host: str = "127.0.0.1"
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    insecure: bool = Field(default=False, description="Allow a non-loopback bind without tokens")
+    max_body_bytes: int = Field(default=16 << 20, ge=1024)
+    live_window_s: float = Field(
+        default=120.0, gt=0, description="A run is live this long after a step"
+    )
+    public_url: str | None = Field(default=None, description="Base URL used in alert deep links")
+    allow_private_targets: bool = Field(
+        default=True, description="Allow webhooks to private/loopback addresses"
+    )
+    dashboard: bool = True
+    alarms: bool = True
+    log_level: str = "info"
+
+    @field_validator("db")
+    @classmethod
+    def _db_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("--db must be a DuckDB file path or a SQLAlchemy URL")
+        return value.strip()
+
+    @property
+    def is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+    @property
+    def base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+
+def is_loopback_host(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def database_url(db: str) -> str:
+    """A SQLAlchemy URL for `--db`: URLs pass through, anything else is a DuckDB file path."""
+    if db == ":memory:":
+        return "duckdb:///:memory:"
+    if "://" in db:
+        if db.startswith("postgresql://") or db.startswith("postgres://"):
+            return "postgresql+psycopg://" + db.split("://", 1)[1]
+        return db
+    path = Path(db).expanduser().resolve()
+    return f"duckdb:///{path}"

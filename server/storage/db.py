@@ -1,0 +1,83 @@
+"""The database handle: one SQLAlchemy engine, the dialect it speaks, and the write discipline.
+
+DuckDB allows one read-write process and resolves concurrent writers optimistically (a conflict
+aborts one of them), so writes in a DuckDB process go through one lock. PostgreSQL takes
+concurrent writers from several replicas and needs no lock here: row locks and `ON CONFLICT`
+do the work.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from server.config import database_url
+from server.errors import Unavailable
+
+
+class Database:
+    """Owns the engine. Created once by the composition root and passed to services."""
+
+    def __init__(self, db: str, *, echo: bool = False) -> None:
+        self.url = database_url(db)
+        self.engine: Engine = _create_engine(self.url, echo=echo)
+        self.dialect: str = self.engine.dialect.name
+        if self.dialect not in ("duckdb", "postgresql"):
+            raise ValueError(f"unsupported database {self.dialect!r}: use DuckDB or PostgreSQL")
+        self._write_lock: threading.Lock | None = (
+            threading.Lock() if self.dialect == "duckdb" else None
+        )
+        self.series_ids: dict[tuple[int, str, str, str], int] = {}
+        self.series_lock = threading.Lock()
+
+    @property
+    def is_duckdb(self) -> bool:
+        return self.dialect == "duckdb"
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction, serialised where the database needs it."""
+        lock = self._write_lock if self._write_lock is not None else nullcontext()
+        with lock, _translate_errors(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with _translate_errors(), self.engine.connect() as conn:
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _create_engine(url: str, *, echo: bool) -> Engine:
+    kwargs: dict[str, Any] = {"echo": echo, "future": True}
+    if url.startswith("duckdb"):
+        # One DuckDB instance per file per process; a few connections serve the threads.
+        kwargs["pool_size"] = 8
+        kwargs["max_overflow"] = 8
+    else:
+        kwargs["pool_pre_ping"] = True
+        kwargs["pool_size"] = 8
+        kwargs["max_overflow"] = 16
+    return sa.create_engine(url, **kwargs)
+
+
+@contextmanager
+def _translate_errors() -> Iterator[None]:
+    try:
+        yield
+    except sa.exc.OperationalError as exc:
+        raise Unavailable(f"database unavailable: {exc.orig}") from exc
+    except sa.exc.InterfaceError as exc:
+        raise Unavailable(f"database unavailable: {exc.orig}") from exc
+
+
+def raw_duckdb(conn: Connection) -> Any:
+    """The DuckDB connection under a SQLAlchemy connection, for Arrow appends."""
+    return conn.connection.driver_connection

@@ -1,0 +1,547 @@
+"""The ingest write path: one batch, one transaction, columnar appends.
+
+Idempotency without a primary key on `points`: a step record keyed by (run, source, actor, step)
+is inserted with `ON CONFLICT DO NOTHING … RETURNING`, so the database tells us which keys are
+new. Every value of a new key is appended without further checks (the common case). Only for keys
+that already existed (a re-sent batch, or a second record for the same step carrying other
+metrics) do we look up which (series, step) values are stored and append the rest. On PostgreSQL a
+concurrent writer of the same key waits on the row lock and then sees the committed values, so
+replicas stay exactly-once too.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time as _time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection
+
+from server.errors import Conflict, NotFound
+from server.schemas.ingest import AnnotationIn, RecordIn, RunIn
+from server.storage import tables as t
+from server.storage.db import Database, raw_duckdb
+
+DEFAULT_PROJECT = "default"
+_CHUNK = 1000
+
+RecordKey = tuple[int, str, str, int]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    pk: int
+    id: str
+    project: str
+    labels: dict[str, str]
+    created: bool = False
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """The values a batch newly stored for one step of one actor: what alarms evaluate."""
+
+    run_id: str
+    project: str
+    labels: dict[str, str]
+    source: str
+    actor: str
+    step: int
+    time: float
+    gpu: str | None
+    weight_version: int | None
+    metrics: dict[str, float]
+
+
+@dataclass
+class WriteResult:
+    accepted: int = 0
+    duplicates: int = 0
+    annotations: int = 0
+    values: int = 0
+    stored: list[StoredRecord] = field(default_factory=list)
+    runs: dict[str, RunRow] = field(default_factory=dict)
+    new_projects: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Merged:
+    """Records of one batch merged by key: two records for the same step add their metrics."""
+
+    run_id: str
+    source: str
+    actor: str
+    step: int
+    time: float
+    gpu: str | None
+    weight_version: int | None
+    metrics: dict[str, float]
+    buckets: list[Any]
+
+
+def write_batch(
+    conn: Connection,
+    db: Database,
+    *,
+    run: RunIn | None,
+    records: Sequence[RecordIn],
+    annotations: Sequence[AnnotationIn],
+    default_project: str = DEFAULT_PROJECT,
+    allowed_projects: frozenset[str] | None = None,
+    now: float | None = None,
+) -> WriteResult:
+    """Store one batch inside the caller's transaction; raise before writing anything invalid.
+
+    `allowed_projects` (None: any) is checked for every run the batch touches, so a token of one
+    project can never write into another project's run.
+    """
+    now = _time.time() if now is None else now
+    result = WriteResult()
+    run_ids = {r.run_id for r in records} | {a.run_id for a in annotations}
+    if run is not None:
+        run_ids.add(run.id)
+    runs = _load_runs(conn, run_ids)
+    if run is not None:
+        runs[run.id] = _upsert_run(conn, run, runs.get(run.id), default_project, now)
+        if runs[run.id].created:
+            if _ensure_project(conn, runs[run.id].project, now):
+                result.new_projects.append(runs[run.id].project)
+    missing = sorted(run_ids - runs.keys())
+    if missing:
+        raise NotFound(
+            f"unknown run {missing[0]!r}: send a `run` object with this id in the batch "
+            '(e.g. {"run": {"id": "' + missing[0] + '", "project": "default"}, '
+            '"records": [...]}) to create it',
+            detail={"unknown_runs": missing},
+        )
+    if allowed_projects is not None:
+        for row in runs.values():
+            if row.project not in allowed_projects:
+                raise _forbidden(row)
+    result.runs = runs
+
+    merged = _merge(records, now)
+    if merged:
+        _write_records(conn, db, runs, merged, result)
+    if annotations:
+        result.annotations = _write_annotations(conn, runs, annotations, now)
+    _touch_runs(conn, runs, merged, now)
+    return result
+
+
+def _forbidden(row: RunRow) -> Exception:
+    from server.errors import Forbidden
+
+    return Forbidden(
+        f"run {row.id!r} belongs to project {row.project!r}, which this token cannot write"
+    )
+
+
+def _load_runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, RunRow]:
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    rows = conn.execute(
+        sa.select(t.runs.c.pk, t.runs.c.id, t.runs.c.project, t.runs.c.labels).where(
+            t.runs.c.id.in_(ids)
+        )
+    ).all()
+    return {r.id: RunRow(r.pk, r.id, r.project, json.loads(r.labels)) for r in rows}
+
+
+def _upsert_run(
+    conn: Connection, run: RunIn, existing: RunRow | None, default_project: str, now: float
+) -> RunRow:
+    if existing is None:
+        project = run.project or default_project
+        values = {
+            "id": run.id,
+            "project": project,
+            "name": run.name or run.id,
+            "tags": json.dumps(run.tags or []),
+            "labels": json.dumps(run.labels or {}),
+            "config": _dumps(run.config or {}),
+            "status": run.status or "running",
+            "created_at": now,
+            "last_seen": now,
+        }
+        stmt = pg_insert(t.runs).values(values).on_conflict_do_nothing(index_elements=["id"])
+        conn.execute(stmt)
+        row = conn.execute(
+            sa.select(t.runs.c.pk, t.runs.c.project, t.runs.c.labels).where(t.runs.c.id == run.id)
+        ).one()
+        if row.project != project:
+            raise Conflict(f"run {run.id!r} already exists in project {row.project!r}")
+        return RunRow(row.pk, run.id, row.project, json.loads(row.labels), created=True)
+    if run.project is not None and run.project != existing.project:
+        raise Conflict(
+            f"run {run.id!r} belongs to project {existing.project!r}, not {run.project!r}; "
+            "a run cannot move between projects"
+        )
+    updates: dict[str, Any] = {}
+    if run.name is not None:
+        updates["name"] = run.name
+    if run.tags is not None:
+        updates["tags"] = json.dumps(run.tags)
+    if run.labels is not None:
+        updates["labels"] = json.dumps(run.labels)
+    if run.status is not None:
+        updates["status"] = run.status
+    if run.config:
+        stored = conn.execute(
+            sa.select(t.runs.c.config).where(t.runs.c.pk == existing.pk)
+        ).scalar_one()
+        config = json.loads(stored)
+        config.update(run.config)
+        updates["config"] = _dumps(config)
+    if updates:
+        conn.execute(sa.update(t.runs).where(t.runs.c.pk == existing.pk).values(**updates))
+    labels = run.labels if run.labels is not None else existing.labels
+    return RunRow(existing.pk, existing.id, existing.project, labels)
+
+
+def _dumps(document: Any) -> str:
+    """JSON text for a config; non-finite floats become strings so PostgreSQL-side tools parse it."""
+    return json.dumps(document, default=str, allow_nan=True)
+
+
+def _ensure_project(conn: Connection, project: str, now: float) -> bool:
+    stmt = (
+        pg_insert(t.projects)
+        .values(name=project, created_at=now)
+        .on_conflict_do_nothing(index_elements=["name"])
+        .returning(t.projects.c.name)
+    )
+    return conn.execute(stmt).first() is not None
+
+
+def _merge(records: Sequence[RecordIn], now: float) -> dict[tuple[str, str, str, int], _Merged]:
+    merged: dict[tuple[str, str, str, int], _Merged] = {}
+    for rec in records:
+        key = (rec.run_id, rec.source, rec.actor, rec.step)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = _Merged(
+                rec.run_id,
+                rec.source,
+                rec.actor,
+                rec.step,
+                rec.time if rec.time is not None else now,
+                rec.gpu,
+                rec.weight_version,
+                dict(rec.metrics),
+                list(rec.buckets or []),
+            )
+            continue
+        for name, value in rec.metrics.items():
+            seen.metrics.setdefault(name, value)
+        seen.buckets.extend(rec.buckets or [])
+        seen.gpu = seen.gpu or rec.gpu
+        if seen.weight_version is None:
+            seen.weight_version = rec.weight_version
+    return merged
+
+
+def _write_records(
+    conn: Connection,
+    db: Database,
+    runs: dict[str, RunRow],
+    merged: dict[tuple[str, str, str, int], _Merged],
+    result: WriteResult,
+) -> None:
+    rows = [
+        {
+            "run_pk": runs[m.run_id].pk,
+            "source": m.source,
+            "actor": m.actor,
+            "step": m.step,
+            "time": m.time,
+            "gpu": m.gpu,
+            "weight_version": m.weight_version,
+        }
+        for m in merged.values()
+    ]
+    new_keys: set[RecordKey] = set()
+    for chunk in _chunks(rows, _CHUNK):
+        stmt = (
+            pg_insert(t.step_records)
+            .values(chunk)
+            .on_conflict_do_nothing()
+            .returning(
+                t.step_records.c.run_pk,
+                t.step_records.c.source,
+                t.step_records.c.actor,
+                t.step_records.c.step,
+            )
+        )
+        new_keys.update((r[0], r[1], r[2], r[3]) for r in conn.execute(stmt))
+
+    series_ids = _series_ids(
+        conn,
+        db,
+        {
+            (runs[m.run_id].pk, m.source, m.actor, name)
+            for m in merged.values()
+            for name in m.metrics
+        },
+    )
+    old = [
+        m for m in merged.values() if (runs[m.run_id].pk, m.source, m.actor, m.step) not in new_keys
+    ]
+    stored_pairs = _stored_pairs(conn, series_ids, runs, old) if old else set()
+    old_bucket_keys = _stored_bucket_keys(conn, runs, old) if old else set()
+
+    sid_col: list[int] = []
+    step_col: list[int] = []
+    value_col: list[float] = []
+    bucket_rows: list[dict[str, Any]] = []
+    for m in merged.values():
+        run = runs[m.run_id]
+        key = (run.pk, m.source, m.actor, m.step)
+        is_new = key in new_keys
+        fresh: dict[str, float] = {}
+        for name, value in m.metrics.items():
+            sid = series_ids[(run.pk, m.source, m.actor, name)]
+            if not is_new and (sid, m.step) in stored_pairs:
+                continue
+            sid_col.append(sid)
+            step_col.append(m.step)
+            value_col.append(value)
+            fresh[name] = value
+        added_buckets = False
+        for table in m.buckets:
+            if not is_new and (key, table.basis) in old_bucket_keys:
+                continue
+            bucket_rows.extend(_bucket_rows(key, table))
+            added_buckets = True
+        if is_new or fresh or added_buckets:
+            result.accepted += 1
+        else:
+            result.duplicates += 1
+        if fresh:
+            result.stored.append(
+                StoredRecord(
+                    m.run_id,
+                    run.project,
+                    run.labels,
+                    m.source,
+                    m.actor,
+                    m.step,
+                    m.time,
+                    m.gpu,
+                    m.weight_version,
+                    fresh,
+                )
+            )
+    if value_col:
+        _append_points(conn, db, sid_col, step_col, value_col)
+        result.values = len(value_col)
+    if bucket_rows:
+        for chunk in _chunks(bucket_rows, _CHUNK):
+            conn.execute(sa.insert(t.bucket_rows), chunk)
+
+
+def _series_ids(
+    conn: Connection, db: Database, keys: set[tuple[int, str, str, str]]
+) -> dict[tuple[int, str, str, str], int]:
+    """Ids of the series for `keys`, creating missing ones. Cached per process: ids never change.
+
+    New ids enter the cache only after the transaction commits, so a rolled-back batch cannot
+    leave a cached id that points at nothing.
+    """
+    with db.series_lock:
+        found = {k: db.series_ids[k] for k in keys if k in db.series_ids}
+    missing = keys - found.keys()
+    if not missing:
+        return found
+    run_pks = sorted({k[0] for k in missing})
+    s = t.series.c
+    for _ in range(2):
+        rows = conn.execute(
+            sa.select(s.id, s.run_pk, s.source, s.actor, s.metric).where(s.run_pk.in_(run_pks))
+        ).all()
+        for r in rows:
+            key = (r.run_pk, r.source, r.actor, r.metric)
+            if key in missing:
+                found[key] = r.id
+        missing = keys - found.keys()
+        if not missing:
+            break
+        values = [
+            {"run_pk": k[0], "source": k[1], "actor": k[2], "metric": k[3]} for k in sorted(missing)
+        ]
+        for chunk in _chunks(values, _CHUNK):
+            conn.execute(pg_insert(t.series).values(chunk).on_conflict_do_nothing())
+    if missing:
+        raise RuntimeError(f"could not create series {sorted(missing)[:3]}")
+    committed = dict(found)
+
+    def _remember() -> None:
+        with db.series_lock:
+            db.series_ids.update(committed)
+
+    _after_commit(conn, _remember)
+    return found
+
+
+def _after_commit(conn: Connection, callback: Any) -> None:
+    from sqlalchemy import event
+
+    def _listener(_conn: Connection) -> None:
+        callback()
+
+    event.listen(conn, "commit", _listener, once=True)
+
+
+def _stored_pairs(
+    conn: Connection,
+    series_ids: dict[tuple[int, str, str, str], int],
+    runs: dict[str, RunRow],
+    old: list[_Merged],
+) -> set[tuple[int, int]]:
+    sids = sorted(
+        {series_ids[(runs[m.run_id].pk, m.source, m.actor, n)] for m in old for n in m.metrics}
+    )
+    steps = sorted({m.step for m in old})
+    if not sids:
+        return set()
+    p = t.points.c
+    query = sa.select(p.series_id, p.step).where(
+        p.series_id.in_(sids), p.step.between(steps[0], steps[-1]), p.step.in_(steps)
+    )
+    return {(r[0], r[1]) for r in conn.execute(query)}
+
+
+def _stored_bucket_keys(
+    conn: Connection, runs: dict[str, RunRow], old: list[_Merged]
+) -> set[tuple[RecordKey, str]]:
+    with_buckets = [m for m in old if m.buckets]
+    if not with_buckets:
+        return set()
+    b = t.bucket_rows.c
+    run_pks = sorted({runs[m.run_id].pk for m in with_buckets})
+    steps = sorted({m.step for m in with_buckets})
+    query = (
+        sa.select(b.run_pk, b.source, b.actor, b.step, b.basis)
+        .where(b.run_pk.in_(run_pks), b.step.in_(steps))
+        .distinct()
+    )
+    return {((r[0], r[1], r[2], r[3]), r[4]) for r in conn.execute(query)}
+
+
+def _bucket_rows(key: RecordKey, table: Any) -> list[dict[str, Any]]:
+    run_pk, source, actor, step = key
+    return [
+        {
+            "run_pk": run_pk,
+            "source": source,
+            "actor": actor,
+            "step": step,
+            "basis": table.basis,
+            "idx": i,
+            "lo": table.edges[i],
+            "hi": table.edges[i + 1],
+            "tokens": table.tokens[i],
+            "sum_d": table.sum_d[i],
+            "sum_abs_d": table.sum_abs_d[i],
+            "sum_k3": table.sum_k3[i],
+            "sum_reverse_k3": table.sum_reverse_k3[i],
+            "oob": table.oob[i],
+        }
+        for i in range(len(table.edges) - 1)
+    ]
+
+
+def _append_points(
+    conn: Connection, db: Database, sids: list[int], steps: list[int], values: list[float]
+) -> None:
+    """Columnar append: an Arrow scan into DuckDB, COPY into PostgreSQL."""
+    if db.is_duckdb:
+        batch = pa.table(
+            {
+                "series_id": pa.array(sids, pa.int64()),
+                "step": pa.array(steps, pa.int64()),
+                "value": pa.array(values, pa.float64()),
+            }
+        )
+        raw = raw_duckdb(conn)
+        name = f"_points_batch_{uuid.uuid4().hex}"
+        raw.register(name, batch)
+        try:
+            raw.execute(f"INSERT INTO points SELECT series_id, step, value FROM {name}")
+        finally:
+            raw.unregister(name)
+        return
+    cursor = conn.connection.driver_connection.cursor()
+    with cursor.copy("COPY points (series_id, step, value) FROM STDIN") as copy:
+        buf = io.StringIO()
+        for sid, step, value in zip(sids, steps, values):
+            buf.write(f"{sid}\t{step}\t{_pg_float(value)}\n")
+        copy.write(buf.getvalue())
+
+
+def _pg_float(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+def _write_annotations(
+    conn: Connection, runs: dict[str, RunRow], annotations: Sequence[AnnotationIn], now: float
+) -> int:
+    rows = [
+        {
+            "id": a.id or uuid.uuid4().hex,
+            "run_pk": runs[a.run_id].pk,
+            "step": a.step,
+            "time": a.time if a.time is not None else now,
+            "kind": a.kind,
+            "source": a.source,
+            "actor": a.actor,
+            "text": a.text,
+        }
+        for a in annotations
+    ]
+    added = 0
+    for chunk in _chunks(rows, _CHUNK):
+        stmt = (
+            pg_insert(t.annotations)
+            .values(chunk)
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(t.annotations.c.id)
+        )
+        added += len(conn.execute(stmt).all())
+    return added
+
+
+def _touch_runs(
+    conn: Connection,
+    runs: dict[str, RunRow],
+    merged: dict[tuple[str, str, str, int], _Merged],
+    now: float,
+) -> None:
+    last_step: dict[str, int] = {}
+    for m in merged.values():
+        last_step[m.run_id] = max(m.step, last_step.get(m.run_id, -1))
+    for run_id, row in runs.items():
+        values: dict[str, Any] = {"last_seen": now}
+        if run_id in last_step:
+            values["last_step"] = sa.func.greatest(
+                sa.func.coalesce(t.runs.c.last_step, -1), last_step[run_id]
+            )
+        conn.execute(sa.update(t.runs).where(t.runs.c.pk == row.pk).values(**values))
+
+
+def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,71 @@
+"""Prometheus exposition: ingest counters and the latest vllm-kl of each live run.
+
+Counters are fed by an ingest listener; the per-run gauge is computed at scrape time through
+the query layer, so several replicas all report the same, current values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from server.services.query import QueryService
+from server.storage.writes import WriteResult
+
+
+class Telemetry:
+    def __init__(self, query: QueryService) -> None:
+        self.registry = CollectorRegistry()
+        self.batches = Counter(
+            "mismatch_ingest_batches", "Ingest batches committed", registry=self.registry
+        )
+        self.records = Counter(
+            "mismatch_ingest_records", "Records that added values", registry=self.registry
+        )
+        self.duplicates = Counter(
+            "mismatch_ingest_duplicate_records", "Records already stored", registry=self.registry
+        )
+        self.values = Counter(
+            "mismatch_ingest_values", "Metric values stored", registry=self.registry
+        )
+        self.registry.register(_LiveRuns(query))
+
+    def on_ingested(self, result: WriteResult) -> None:
+        self.batches.inc()
+        self.records.inc(result.accepted)
+        self.duplicates.inc(result.duplicates)
+        self.values.inc(result.values)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _LiveRuns(Collector):
+    def __init__(self, query: QueryService) -> None:
+        self._query = query
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        gauge = GaugeMetricFamily(
+            "mismatch_run_k3_kl",
+            "Latest vllm-kl (k3_kl) of each live run",
+            labels=["project", "run"],
+        )
+        step = GaugeMetricFamily(
+            "mismatch_run_last_step", "Last step of each live run", labels=["project", "run"]
+        )
+        for run in self._query.list_runs(limit=5000):
+            if run.status != "live":
+                continue
+            value = run.latest.get("k3_kl")
+            if value is not None:
+                gauge.add_metric(
+                    [run.project, run.id], value if not math.isnan(value) else math.nan
+                )
+            if run.last_step is not None:
+                step.add_metric([run.project, run.id], float(run.last_step))
+        yield gauge
+        yield step

@@ -1,0 +1,231 @@
+"""Shared fixtures: real servers, real databases.
+
+- `server_factory`: starts the real `mismatch serve` (uvicorn) in a subprocess on a free loopback
+  port, waits for /healthz, and kills it by its own pid (SIGKILL where a test is about
+  durability).
+- `postgres_url`: a throwaway PostgreSQL cluster for the whole test session (Debian package,
+  initdb/pg_ctl on a free port in a temp dir, run as the `postgres` user when we are root).
+- `db_url`: parametrised over DuckDB (a file under tmp_path) and PostgreSQL (a fresh database).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """A real `mismatch serve` subprocess."""
+
+    def __init__(
+        self,
+        db: str | Path,
+        *,
+        log_dir: Path,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+    ) -> None:
+        self.db = str(db)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = args or []
+        self.env = env or {}
+        self.log_path = log_dir / f"server-{self.port}-{uuid.uuid4().hex[:6]}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.token: str | None = None
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        env = {**os.environ, **self.env}
+        cmd = [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--db",
+            self.db,
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+            *self.args,
+        ]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server did not become healthy:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks run — what a crash looks like."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def _headers(self, token: str | None) -> dict[str, str]:
+        token = token or self.token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def post(
+        self, path: str, body: Any, *, token: str | None = None, gzip_body: bool = False
+    ) -> httpx.Response:
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", **self._headers(token)}
+        if gzip_body:
+            data = gzip.compress(data)
+            headers["Content-Encoding"] = "gzip"
+        return httpx.post(self.url + path, content=data, headers=headers, timeout=30.0)
+
+    def get(self, path: str, *, token: str | None = None) -> httpx.Response:
+        return httpx.get(self.url + path, headers=self._headers(token), timeout=30.0)
+
+    def query(self, path: str, *, token: str | None = None) -> Any:
+        response = self.get(path, token=token)
+        response.raise_for_status()
+        return response.json()
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    started: list[ServerProcess] = []
+
+    def factory(
+        db: str | Path | None = None, *, start: bool = True, **kwargs: Any
+    ) -> ServerProcess:
+        server = ServerProcess(db or tmp_path / "monitor.duckdb", log_dir=tmp_path, **kwargs)
+        started.append(server)
+        return server.start() if start else server
+
+    yield factory
+    for server in started:
+        server.stop()
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+
+def _pg_bin() -> Path | None:
+    for directory in PG_BIN_DIRS:
+        if (directory / "initdb").exists():
+            return directory
+    return None
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *cmd]
+    return cmd
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway PostgreSQL server for the session; the tests that need it fail loudly in CI
+    when PostgreSQL is missing, and skip on a developer machine without it."""
+    bin_dir = _pg_bin()
+    if bin_dir is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not installed; the test set-up (make test) installs it")
+        pytest.skip("PostgreSQL not installed (make test installs it)")
+    base = Path(tmp_path_factory.mktemp("pg"))
+    data = base / "data"
+    data.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres")
+        shutil.chown(data, "postgres")
+    port = free_port()
+    subprocess.run(
+        _as_postgres(
+            [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off"
+    subprocess.run(
+        _as_postgres(
+            [
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(data / "log"),
+                "-w",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+            capture_output=True,
+        )
+
+
+def fresh_pg_database(postgres_url: str) -> str:
+    import sqlalchemy as sa
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return postgres_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(params=["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database of each supported kind."""
+    if request.param == "duckdb":
+        return str(tmp_path / "monitor.duckdb")
+    return fresh_pg_database(request.getfixturevalue("postgres_url"))
