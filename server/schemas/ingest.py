@@ -113,7 +113,7 @@ class BucketTableIn(_Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> BucketTableIn:
-        if any(b <= a for a, b in zip(self.edges, self.edges[1:])):
+        if any(b <= a for a, b in zip(self.edges, self.edges[1:], strict=False)):
             raise ValueError("edges must be strictly increasing")
         n = len(self.edges) - 1
         for name in ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob"):

@@ -323,9 +323,9 @@ class QueryService:
             return "finished"
         if row.status == "failed":
             return "failed"
-        if row.last_seen is not None and row.last_step is not None:
-            if now - row.last_seen <= self._live_window_s:
-                return "live"
+        recent = row.last_seen is not None and now - row.last_seen <= self._live_window_s
+        if recent and row.last_step is not None:
+            return "live"
         return "idle"
 
 

@@ -152,8 +152,8 @@ def actors(conn: Connection, run_pk: int) -> list[Any]:
 
 
 def annotation_rows(conn: Connection, run_pk: int, limit: int = 1000) -> list[Any]:
-    a = t.annotations.c
-    query = sa.select(t.annotations).where(a.run_pk == run_pk).order_by(a.time, a.id).limit(limit)
+    a = t.run_annotations.c
+    query = sa.select(t.run_annotations).where(a.run_pk == run_pk).order_by(a.time, a.id).limit(limit)
     return list(conn.execute(query).all())
 
 
@@ -201,7 +201,7 @@ def series_buckets(
     max_points: int,
 ) -> SeriesResult:
     p = t.points.c
-    where = [p.series_id.in_(list(sids))]
+    where: list[ColumnElement[bool]] = [p.series_id.in_(list(sids))]
     if step_min is not None:
         where.append(p.step >= step_min)
     if step_max is not None:

@@ -116,7 +116,7 @@ bucket_rows = sa.Table(
     sa.Column("oob", sa.Float(53), nullable=False),
 )
 
-annotations = sa.Table(
+run_annotations = sa.Table(
     "annotations",
     metadata,
     sa.Column("id", sa.String(128), primary_key=True),
@@ -128,4 +128,4 @@ annotations = sa.Table(
     sa.Column("actor", sa.String(128), nullable=True),
     sa.Column("text", sa.Text, nullable=False),
 )
-sa.Index("ix_annotations_run", annotations.c.run_pk)
+sa.Index("ix_annotations_run", run_annotations.c.run_pk)

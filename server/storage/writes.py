@@ -111,9 +111,8 @@ def write_batch(
     runs = _load_runs(conn, run_ids)
     if run is not None:
         runs[run.id] = _upsert_run(conn, run, runs.get(run.id), default_project, now)
-        if runs[run.id].created:
-            if _ensure_project(conn, runs[run.id].project, now):
-                result.new_projects.append(runs[run.id].project)
+        if runs[run.id].created and _ensure_project(conn, runs[run.id].project, now):
+            result.new_projects.append(runs[run.id].project)
     missing = sorted(run_ids - runs.keys())
     if missing:
         raise NotFound(
@@ -209,7 +208,7 @@ def _upsert_run(
 
 
 def _dumps(document: Any) -> str:
-    """JSON text for a config; non-finite floats become strings so PostgreSQL-side tools parse it."""
+    """JSON text for a config; values JSON cannot hold (dates, paths) are stored as strings."""
     return json.dumps(document, default=str, allow_nan=True)
 
 
@@ -480,10 +479,11 @@ def _append_points(
         finally:
             raw.unregister(name)
         return
-    cursor = conn.connection.driver_connection.cursor()
+    driver: Any = conn.connection.driver_connection
+    cursor = driver.cursor()
     with cursor.copy("COPY points (series_id, step, value) FROM STDIN") as copy:
         buf = io.StringIO()
-        for sid, step, value in zip(sids, steps, values):
+        for sid, step, value in zip(sids, steps, values, strict=True):
             buf.write(f"{sid}\t{step}\t{_pg_float(value)}\n")
         copy.write(buf.getvalue())
 
@@ -515,10 +515,10 @@ def _write_annotations(
     added = 0
     for chunk in _chunks(rows, _CHUNK):
         stmt = (
-            pg_insert(t.annotations)
+            pg_insert(t.run_annotations)
             .values(chunk)
             .on_conflict_do_nothing(index_elements=["id"])
-            .returning(t.annotations.c.id)
+            .returning(t.run_annotations.c.id)
         )
         added += len(conn.execute(stmt).all())
     return added
