@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -171,7 +172,8 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL is not installed; the test set-up (make test) installs it")
         pytest.skip("PostgreSQL not installed (make test installs it)")
-    base = Path(tmp_path_factory.mktemp("pg"))
+    # Not under pytest's temp root: that is private to our user, and the server runs as postgres.
+    base = Path(tempfile.mkdtemp(prefix="mismatch-pg-"))
     data = base / "data"
     data.mkdir()
     if os.geteuid() == 0:

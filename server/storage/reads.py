@@ -276,7 +276,7 @@ def _bucket_group(group_by: str) -> ColumnElement[Any]:
         return t.bucket_rows.c.actor
     if group_by == "run":
         return t.runs.c.id
-    return sa.literal("all")
+    return sa.literal_column("'all'")
 
 
 def bucket_totals(
@@ -321,8 +321,8 @@ def bucket_totals(
         )
         .select_from(source)
         .where(*where)
-        .group_by(group, b.idx)
-        .order_by(group, b.idx)
+        .group_by(*([b.idx] if group_by == "none" else [group, b.idx]))
+        .order_by(*([b.idx] if group_by == "none" else [group, b.idx]))
     )
     return list(conn.execute(query).all())
 

@@ -1,0 +1,53 @@
+# Two commands on a fresh machine:
+#   make run    set up a venv, migrate ./mismatch.duckdb, serve http://127.0.0.1:8765
+#   make test   install everything the tests need (incl. PostgreSQL and Chromium) and run them all
+VENV   ?= .venv
+PYTHON ?= python3
+PY      = $(VENV)/bin/python
+PIP     = $(VENV)/bin/pip
+DB     ?= mismatch.duckdb
+PORT   ?= 8765
+# The demo's trainer. torch 2.13.0 matches the vLLM CPU build used in tests.
+TORCH  ?= torch==2.13.0
+
+.PHONY: run serve demo test test-fast lint format deps-system venv venv-test clean
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+venv: $(VENV)/bin/activate
+	$(PIP) install -q -e .
+
+run: venv
+	$(VENV)/bin/mismatch migrate --db $(DB)
+	$(VENV)/bin/mismatch serve --db $(DB) --port $(PORT)
+
+# Runs the tiny RL demo (all scenarios) against the server started by `make run`.
+demo: venv
+	$(PIP) install -q -e '.[demo]' '$(TORCH)'
+	$(VENV)/bin/mismatch demo --url http://127.0.0.1:$(PORT)
+
+deps-system:
+	bash scripts/install-system-deps.sh
+
+venv-test: $(VENV)/bin/activate
+	bash scripts/install-test-venv.sh $(VENV)
+
+test: deps-system venv-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest
+
+# Without the real-vLLM, browser and PostgreSQL tiers.
+test-fast: venv-test
+	$(VENV)/bin/pytest -m "not vllm and not browser and not postgres"
+
+lint:
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache test-artifacts
