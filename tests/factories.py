@@ -10,15 +10,36 @@ def run_upsert(run_id: str, *, project: str = "default", **extra: Any) -> dict[s
     return {"id": run_id, "project": project, **extra}
 
 
-def record(run_id: str, step: int, metrics: dict[str, Any], *, source: str = "trainer",
-           actor: str = "trainer-0", **extra: Any) -> dict[str, Any]:
-    return {"run_id": run_id, "step": step, "source": source, "actor": actor,
-            "metrics": metrics, **extra}
+def record(
+    run_id: str,
+    step: int,
+    metrics: dict[str, Any],
+    *,
+    source: str = "trainer",
+    actor: str = "trainer-0",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "step": step,
+        "source": source,
+        "actor": actor,
+        "metrics": metrics,
+        **extra,
+    }
 
 
-def batch(run_id: str, steps: range, *, metrics: int = 4, project: str = "default",
-          with_run: bool = True, actor: str = "trainer-0", source: str = "trainer",
-          value: Any = None) -> dict[str, Any]:
+def batch(
+    run_id: str,
+    steps: range,
+    *,
+    metrics: int = 4,
+    project: str = "default",
+    with_run: bool = True,
+    actor: str = "trainer-0",
+    source: str = "trainer",
+    value: Any = None,
+) -> dict[str, Any]:
     """A batch of `len(steps)` records with `metrics` values each (k3_kl plus m1, m2, …)."""
     records = []
     for step in steps:

@@ -57,7 +57,9 @@ class Database:
 
 def _create_engine(url: str, *, echo: bool) -> Engine:
     kwargs: dict[str, Any] = {"echo": echo, "future": True}
-    if url.startswith("duckdb"):
+    if url.endswith(":memory:"):
+        pass
+    elif url.startswith("duckdb"):
         # One DuckDB instance per file per process; a few connections serve the threads.
         kwargs["pool_size"] = 8
         kwargs["max_overflow"] = 8

@@ -153,7 +153,9 @@ def actors(conn: Connection, run_pk: int) -> list[Any]:
 
 def annotation_rows(conn: Connection, run_pk: int, limit: int = 1000) -> list[Any]:
     a = t.run_annotations.c
-    query = sa.select(t.run_annotations).where(a.run_pk == run_pk).order_by(a.time, a.id).limit(limit)
+    query = (
+        sa.select(t.run_annotations).where(a.run_pk == run_pk).order_by(a.time, a.id).limit(limit)
+    )
     return list(conn.execute(query).all())
 
 

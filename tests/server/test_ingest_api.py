@@ -43,7 +43,10 @@ def test_round_trip_keeps_nan_and_inf(server: Any) -> None:
     assert lasts[0] == pytest.approx(1e-3)
     assert lasts[1] == math.inf and lasts[2] == -math.inf and math.isnan(lasts[3])
     assert [(p["nan"], p["pos_inf"], p["neg_inf"]) for p in k3["points"]] == [
-        (0, 0, 0), (0, 1, 0), (0, 0, 1), (1, 0, 0)
+        (0, 0, 0),
+        (0, 1, 0),
+        (0, 0, 1),
+        (1, 0, 0),
     ]
     grad = _series(server, "r1", "grad_norm")
     assert math.isnan(grad["points"][0]["last"]) and grad["points"][3]["last"] == math.inf
@@ -66,7 +69,9 @@ def test_resent_batch_adds_nothing(server: Any) -> None:
 
 
 def test_second_record_for_a_step_adds_only_new_metrics(server: Any) -> None:
-    server.post("/api/v1/ingest", {"run": run_upsert("r3"), "records": [record("r3", 7, {"k3_kl": 0.1})]})
+    server.post(
+        "/api/v1/ingest", {"run": run_upsert("r3"), "records": [record("r3", 7, {"k3_kl": 0.1})]}
+    )
     response = server.post(
         "/api/v1/ingest", {"records": [record("r3", 7, {"k3_kl": 99.0, "reward_mean": 0.5})]}
     )
@@ -106,10 +111,16 @@ def test_gzip_body_is_accepted(server: Any) -> None:
         (json.dumps({"records": [{"run_id": "x", "step": 1}]}).encode(), 422, "records.0.source"),
         (json.dumps({"records": [], "surprise": 1}).encode(), 422, "surprise"),
         (json.dumps({"run": {"id": "bad id!"}}).encode(), 422, "run.id"),
-        (json.dumps({"records": [record("x", 1, {"k": "abc"})]}).encode(), 422, "records.0.metrics.k"),
+        (
+            json.dumps({"records": [record("x", 1, {"k": "abc"})]}).encode(),
+            422,
+            "records.0.metrics.k",
+        ),
     ],
 )
-def test_bad_input_is_422_naming_the_field(server: Any, payload: bytes, status: int, fragment: str) -> None:
+def test_bad_input_is_422_naming_the_field(
+    server: Any, payload: bytes, status: int, fragment: str
+) -> None:
     response = httpx.post(
         server.url + "/api/v1/ingest", content=payload, headers={"Content-Type": "application/json"}
     )
@@ -133,7 +144,10 @@ def test_buckets_round_trip_and_add_up(server: Any) -> None:
             rec = record("b1", step, {"k3_kl": 1e-3}, source="rollout", actor=actor, gpu=gpu)
             rec["buckets"] = [bucket_table([10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0])]
             records.append(rec)
-    assert server.post("/api/v1/ingest", {"run": run_upsert("b1"), "records": records}).status_code == 200
+    assert (
+        server.post("/api/v1/ingest", {"run": run_upsert("b1"), "records": records}).status_code
+        == 200
+    )
     total = server.query("/api/v1/runs/b1/buckets")["data"]
     assert len(total) == 7
     assert [row["tokens"] for row in total] == [80.0, 160.0, 240.0, 320.0, 400.0, 480.0, 560.0]
@@ -159,7 +173,10 @@ def test_annotations_are_stored_once(server: Any) -> None:
 
 def test_run_config_merges_by_top_level_key(server: Any) -> None:
     server.post("/api/v1/ingest", {"run": {"id": "c1", "config": {"trainer": {"lr": 1e-6}}}})
-    server.post("/api/v1/ingest", {"run": {"id": "c1", "config": {"engine": {"logprobs_mode": "raw_logprobs"}}}})
+    server.post(
+        "/api/v1/ingest",
+        {"run": {"id": "c1", "config": {"engine": {"logprobs_mode": "raw_logprobs"}}}},
+    )
     config = server.query("/api/v1/runs/c1")["config"]
     assert config == {"trainer": {"lr": 1e-6}, "engine": {"logprobs_mode": "raw_logprobs"}}
     moved = server.post("/api/v1/ingest", {"run": {"id": "c1", "project": "elsewhere"}})
@@ -167,8 +184,14 @@ def test_run_config_merges_by_top_level_key(server: Any) -> None:
 
 
 def test_run_list_filters(server: Any) -> None:
-    server.post("/api/v1/ingest", {"run": run_upsert("f1", project="p1", labels={"engine": "v0"}, tags=["ref"])})
-    server.post("/api/v1/ingest", {"run": run_upsert("f2", project="p2", name="V1 after fixes", labels={"engine": "v1"})})
+    server.post(
+        "/api/v1/ingest",
+        {"run": run_upsert("f1", project="p1", labels={"engine": "v0"}, tags=["ref"])},
+    )
+    server.post(
+        "/api/v1/ingest",
+        {"run": run_upsert("f2", project="p2", name="V1 after fixes", labels={"engine": "v1"})},
+    )
     ids = lambda q: [r["id"] for r in server.query("/api/v1/runs" + q)["data"]]  # noqa: E731
     assert sorted(ids("")) == ["f1", "f2"]
     assert ids("?project=p1") == ["f1"]

@@ -1,0 +1,96 @@
+"""The `mismatch` command line, and the commands the container files run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+
+from server.cli import app
+from tests.conftest import ROOT
+
+
+def mismatch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def parses(args: list[str]) -> None:
+    """Parse `args` with the real CLI definition without running the command."""
+    command = typer.main.get_command(app)
+    rest = list(args)
+    while hasattr(command, "list_commands"):  # a group: walk down to the command
+        name, rest = rest[0], rest[1:]
+        sub = command.get_command(command.context_class(command), name)
+        assert sub is not None, f"unknown command {name!r}"
+        command = sub
+    command.make_context(command.name, rest)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["serve", "--help"],
+        ["migrate", "--help"],
+        ["token", "--help"],
+        ["token", "create", "--help"],
+        ["token", "list", "--help"],
+        ["token", "revoke", "--help"],
+    ],
+)
+def test_every_command_has_help(args: list[str]) -> None:
+    result = mismatch(*args)
+    assert result.returncode == 0, result.stderr
+    assert "Usage" in result.stdout
+
+
+def test_token_lifecycle_on_a_database(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.duckdb")
+    assert mismatch("migrate", "--db", db).returncode == 0
+    created = mismatch(
+        "token", "create", "--db", db, "--project", "p", "--scope", "ingest", "--name", "ci"
+    )
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert token.startswith("mm_") and "shown only once" in created.stderr
+    token_id = token.split("_")[1]
+    listed = mismatch("token", "list", "--db", db)
+    assert f"{token_id}\tp\tingest\tactive\tci" in listed.stdout
+    assert token.split("_", 2)[2] not in listed.stdout
+    assert mismatch("token", "revoke", token_id, "--db", db).returncode == 0
+    assert "revoked" in mismatch("token", "list", "--db", db, "--all").stdout
+    bad = mismatch("token", "create", "--db", db, "--project", "p", "--scope", "root")
+    assert bad.returncode == 2 and "--scope" in bad.stderr
+
+
+def test_openapi_document_lists_the_api() -> None:
+    result = mismatch("openapi")
+    assert result.returncode == 0, result.stderr
+    paths = json.loads(result.stdout)["paths"]
+    assert {"/api/v1/ingest", "/api/v1/runs", "/api/v1/runs/{run_id}/series", "/healthz"} <= set(
+        paths
+    )
+
+
+def test_container_commands_are_ones_the_cli_accepts() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    commands = [svc["command"] for svc in compose["services"].values() if "command" in svc]
+    assert len(commands) >= 4
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    cmd_line = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
+    commands.append(json.loads(cmd_line[4:]))
+    for command in commands:
+        parses(command)
+    with pytest.raises(Exception):  # noqa: B017,PT011 - the parser really rejects nonsense
+        parses(["serve", "--no-such-flag"])

@@ -1,0 +1,140 @@
+"""Server-side downsampling against an independent NumPy computation; spikes are never lost."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from server.auth import OPEN
+from server.schemas.ingest import IngestIn
+from server.services.ingest import IngestService
+from server.services.query import QueryService
+from server.storage import migrate
+from server.storage.db import Database
+
+
+@pytest.fixture
+def services(db_url: str) -> Iterator[tuple[IngestService, QueryService]]:
+    db = Database(db_url)
+    migrate.upgrade(db)
+    yield IngestService(db), QueryService(db)
+    db.dispose()
+
+
+def _load(ingest: IngestService, run_id: str, values: np.ndarray, chunk: int = 20_000) -> None:
+    for start in range(0, len(values), chunk):
+        records = [
+            {
+                "run_id": run_id,
+                "step": int(s),
+                "source": "trainer",
+                "actor": "t0",
+                "metrics": {"k3_kl": float(values[s])},
+            }
+            for s in range(start, min(start + chunk, len(values)))
+        ]
+        ingest.ingest(IngestIn.model_validate({"run": {"id": run_id}, "records": records}), OPEN)
+
+
+def reference_buckets(
+    values: np.ndarray, lo: int, hi: int, max_points: int
+) -> list[dict[str, float]]:
+    """Equal-width step buckets computed step by step, independently of the SQL."""
+    width = max(1, math.ceil((hi - lo + 1) / max_points))
+    out: dict[int, dict[str, float]] = {}
+    for step in range(lo, hi + 1):
+        b = (step - lo) // width
+        v = float(values[step])
+        cell = out.setdefault(
+            b, {"step": step, "finite": [], "last": v, "nan": 0, "pinf": 0, "ninf": 0}
+        )
+        cell["last"] = v
+        cell["step_end"] = step
+        if math.isnan(v):
+            cell["nan"] += 1
+        elif v == math.inf:
+            cell["pinf"] += 1
+        elif v == -math.inf:
+            cell["ninf"] += 1
+        else:
+            cell["finite"].append(v)
+    return [out[k] for k in sorted(out)]
+
+
+def test_100k_steps_keep_a_one_step_spike(services: tuple[IngestService, QueryService]) -> None:
+    ingest, query = services
+    rng = np.random.default_rng(0)
+    values = 1e-3 + 1e-4 * rng.standard_normal(100_000)
+    values[73_421] = 5.0
+    _load(ingest, "long", values)
+    series = query.series("long", "k3_kl", max_points=1000)
+    assert series.total_points == 100_000 and series.downsampled
+    assert len(series.points) == 1000
+    maxima = [p.max for p in series.points]
+    spike_bucket = int(np.argmax(maxima))
+    assert maxima[spike_bucket] == pytest.approx(5.0)
+    assert series.points[spike_bucket].step <= 73_421 <= series.points[spike_bucket].step_end
+    assert sorted(maxima)[-2] < 0.01
+
+
+def test_buckets_match_reference_with_nonfinite_values(
+    services: tuple[IngestService, QueryService],
+) -> None:
+    ingest, query = services
+    rng = np.random.default_rng(1)
+    values = rng.standard_normal(997)
+    values[[5, 400]] = np.nan
+    values[17] = np.inf
+    values[18] = -np.inf
+    _load(ingest, "ref", values)
+    for lo, hi, max_points in ((0, 996, 100), (10, 500, 37), (0, 996, 5000), (990, 996, 1)):
+        got = query.series("ref", "k3_kl", step_min=lo, step_max=hi, max_points=max_points).points
+        want = reference_buckets(values, lo, hi, max_points)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert (g.step, g.step_end) == (w["step"], w["step_end"])
+            assert (g.nan, g.pos_inf, g.neg_inf) == (w["nan"], w["pinf"], w["ninf"])
+            assert g.count == w["step_end"] - w["step"] + 1
+            if w["finite"]:
+                assert g.min == pytest.approx(min(w["finite"]))
+                assert g.max == pytest.approx(max(w["finite"]))
+                assert g.mean == pytest.approx(sum(w["finite"]) / len(w["finite"]))
+            else:
+                assert g.min is None and g.max is None and g.mean is None
+            if math.isnan(w["last"]):
+                assert math.isnan(g.last)
+            else:
+                assert g.last == w["last"]
+
+
+def test_series_of_several_actors_merges_per_step(
+    services: tuple[IngestService, QueryService],
+) -> None:
+    ingest, query = services
+    records = [
+        {
+            "run_id": "multi",
+            "step": s,
+            "source": "rollout",
+            "actor": f"a{a}",
+            "metrics": {"x": float(a * 10 + s)},
+        }
+        for s in range(10)
+        for a in range(3)
+    ]
+    ingest.ingest(IngestIn.model_validate({"run": {"id": "multi"}, "records": records}), OPEN)
+    merged = query.series("multi", "x", max_points=10)
+    assert merged.source == "rollout"
+    assert [(p.min, p.max, p.count) for p in merged.points][:2] == [(0.0, 20.0, 3), (1.0, 21.0, 3)]
+    one = query.series("multi", "x", actor="a2", max_points=10)
+    assert [p.last for p in one.points] == [20.0 + s for s in range(10)]
+
+
+def test_step_range_outside_data_is_empty(services: tuple[IngestService, QueryService]) -> None:
+    ingest, query = services
+    _load(ingest, "short", np.arange(10, dtype=float))
+    assert query.series("short", "k3_kl", step_min=50).points == []
+    assert query.series("short", "missing_metric").total_points == 0
