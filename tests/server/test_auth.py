@@ -114,7 +114,7 @@ def test_non_loopback_bind_without_tokens_is_refused(tmp_path: Path) -> None:
 def test_tokens_are_stored_hashed(tmp_path: Path) -> None:
     db = Database(str(tmp_path / "h.duckdb"))
     migrate.upgrade(db)
-    info, token = TokenService(db).create(project="p", scope="read")
+    _info, token = TokenService(db).create(project="p", scope="read")
     with db.read() as conn:
         import sqlalchemy as sa
 
