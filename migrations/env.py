@@ -4,17 +4,10 @@ which passes the connection in; plain `alembic` also works with `-x db=URL`."""
 from __future__ import annotations
 
 from alembic import context
-from alembic.ddl.impl import DefaultImpl
 
 from server.config import database_url
+from server.storage import migrate as _registers_duckdb_impl  # noqa: F401
 from server.storage.tables import metadata
-
-
-class DuckDBImpl(DefaultImpl):
-    """Alembic has no DuckDB dialect of its own; DuckDB speaks enough of PostgreSQL's DDL."""
-
-    __dialect__ = "duckdb"
-    transactional_ddl = True
 
 
 def run_migrations() -> None:

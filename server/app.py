@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         finally:
             for stopper in services.extras.get("stop", []):
                 stopper()
+            services.ingest.close()
             services.db.dispose()
 
     app = FastAPI(

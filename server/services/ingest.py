@@ -1,10 +1,20 @@
-"""The ingest service: validate ownership, write one batch in one transaction, then tell the
+"""The ingest service: check ownership, write one batch in one transaction, then tell the
 listeners (alarms, metrics export) what was newly stored. A listener's failure never fails an
-ingest that is already committed: it is logged."""
+ingest that is already committed: it is logged.
+
+On DuckDB, whose writes are serialised anyway, concurrent batches are committed together by one
+writer thread ("group commit"): each batch still succeeds or fails alone — if any batch of a
+group fails, the group is rolled back and its batches are retried one transaction each — but the
+fixed cost of a transaction is shared when many clients post at once.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Protocol
 
 from server.auth import Principal
@@ -15,15 +25,29 @@ from server.storage.writes import DEFAULT_PROJECT, WriteResult, write_batch
 
 log = logging.getLogger("mismatch_monitor.ingest")
 
+MAX_GROUP = 16
+_STOP: _Job = None  # type: ignore[assignment]  # sentinel that ends the writer thread
+
 
 class IngestListener(Protocol):
     def on_ingested(self, result: WriteResult) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Job:
+    batch: IngestIn
+    default_project: str
+    allowed: frozenset[str] | None
+    future: Future[WriteResult]
 
 
 class IngestService:
     def __init__(self, db: Database, *, listeners: list[IngestListener] | None = None) -> None:
         self._db = db
         self.listeners: list[IngestListener] = list(listeners or [])
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._writer_lock = threading.Lock()
 
     def ingest(self, batch: IngestIn, principal: Principal) -> IngestOut:
         allowed: frozenset[str] | None = None
@@ -38,16 +62,13 @@ class IngestService:
                 raise Forbidden(
                     f"this token writes project {principal.project!r}, not {batch.run.project!r}"
                 )
-        with self._db.write() as conn:
-            result = write_batch(
-                conn,
-                self._db,
-                run=batch.run,
-                records=batch.records,
-                annotations=batch.annotations,
-                default_project=default_project,
-                allowed_projects=allowed,
-            )
+        job = _Job(batch, default_project, allowed, Future())
+        if self._db.is_duckdb:
+            self._ensure_writer()
+            self._jobs.put(job)
+            result = job.future.result()
+        else:
+            result = self._write_one(job)
         for listener in self.listeners:
             try:
                 listener.on_ingested(result)
@@ -56,3 +77,78 @@ class IngestService:
         return IngestOut(
             accepted=result.accepted, duplicates=result.duplicates, annotations=result.annotations
         )
+
+    def _write_one(self, job: _Job) -> WriteResult:
+        with self._db.write() as conn:
+            return self._write(conn, job)
+
+    def _write(self, conn: object, job: _Job) -> WriteResult:
+        return write_batch(
+            conn,  # type: ignore[arg-type]
+            self._db,
+            run=job.batch.run,
+            records=job.batch.records,
+            annotations=job.batch.annotations,
+            default_project=job.default_project,
+            allowed_projects=job.allowed,
+        )
+
+    def close(self) -> None:
+        """Stop the writer thread after the batches already queued."""
+        writer = self._writer
+        if writer is not None and writer.is_alive():
+            self._jobs.put(_STOP)
+            writer.join(timeout=30)
+
+    # -- group commit (DuckDB) --------------------------------------------------------------
+    def _ensure_writer(self) -> None:
+        if self._writer is not None and self._writer.is_alive():
+            return
+        with self._writer_lock:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(
+                    target=self._writer_loop, name="mismatch-ingest-writer", daemon=True
+                )
+                self._writer.start()
+
+    def _writer_loop(self) -> None:
+        while True:
+            first = self._jobs.get()
+            if first is _STOP:
+                return
+            group = [first]
+            stop = False
+            while len(group) < MAX_GROUP:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is _STOP:
+                    stop = True
+                    break
+                group.append(job)
+            try:
+                self._commit_group(group)
+            except BaseException as exc:  # never let the writer die with callers waiting
+                for job in group:
+                    if not job.future.done():
+                        job.future.set_exception(exc)
+            if stop:
+                return
+
+    def _commit_group(self, group: list[_Job]) -> None:
+        if len(group) > 1:
+            try:
+                with self._db.write() as conn:
+                    results = [self._write(conn, job) for job in group]
+            except Exception:
+                log.debug("group of %d failed; retrying its batches one by one", len(group))
+            else:
+                for job, result in zip(group, results, strict=True):
+                    job.future.set_result(result)
+                return
+        for job in group:
+            try:
+                job.future.set_result(self._write_one(job))
+            except Exception as exc:
+                job.future.set_exception(exc)

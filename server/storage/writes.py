@@ -268,20 +268,7 @@ def _write_records(
         }
         for m in merged.values()
     ]
-    new_keys: set[RecordKey] = set()
-    for chunk in _chunks(rows, _CHUNK):
-        stmt = (
-            pg_insert(t.step_records)
-            .values(chunk)
-            .on_conflict_do_nothing()
-            .returning(
-                t.step_records.c.run_pk,
-                t.step_records.c.source,
-                t.step_records.c.actor,
-                t.step_records.c.step,
-            )
-        )
-        new_keys.update((r[0], r[1], r[2], r[3]) for r in conn.execute(stmt))
+    new_keys = _insert_step_records(conn, db, rows)
 
     series_ids = _series_ids(
         conn,
@@ -346,6 +333,58 @@ def _write_records(
     if bucket_rows:
         for chunk in _chunks(bucket_rows, _CHUNK):
             conn.execute(sa.insert(t.bucket_rows), chunk)
+
+
+_RECORD_COLUMNS = ("run_pk", "source", "actor", "step", "time", "gpu", "weight_version")
+_RECORD_TYPES = (
+    pa.int64(),
+    pa.string(),
+    pa.string(),
+    pa.int64(),
+    pa.float64(),
+    pa.string(),
+    pa.int64(),
+)
+_PG_RECORD_ARRAYS = ("bigint[]", "text[]", "text[]", "bigint[]", "float8[]", "text[]", "bigint[]")
+
+
+def _insert_step_records(
+    conn: Connection, db: Database, rows: list[dict[str, Any]]
+) -> set[RecordKey]:
+    """Insert step records, skipping existing keys; return the keys that were new.
+
+    One statement per batch whatever its size: an Arrow scan on DuckDB, `unnest` of arrays on
+    PostgreSQL (a multi-row VALUES statement costs more to compile than to run).
+    """
+    columns = {name: [row[name] for row in rows] for name in _RECORD_COLUMNS}
+    returning = "RETURNING run_pk, source, actor, step"
+    if db.is_duckdb:
+        batch = pa.table(
+            {
+                name: pa.array(columns[name], typ)
+                for name, typ in zip(_RECORD_COLUMNS, _RECORD_TYPES, strict=True)
+            }
+        )
+        raw = raw_duckdb(conn)
+        name = f"_records_batch_{uuid.uuid4().hex}"
+        raw.register(name, batch)
+        try:
+            found = raw.execute(
+                f"INSERT INTO step_records SELECT * FROM {name} ON CONFLICT DO NOTHING {returning}"
+            ).fetchall()
+        finally:
+            raw.unregister(name)
+    else:
+        arrays = ", ".join(
+            f"CAST(:{name} AS {typ})"
+            for name, typ in zip(_RECORD_COLUMNS, _PG_RECORD_ARRAYS, strict=True)
+        )
+        statement = sa.text(
+            f"INSERT INTO step_records ({', '.join(_RECORD_COLUMNS)}) "
+            f"SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING {returning}"
+        )
+        found = list(conn.execute(statement, columns))
+    return {(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in found}
 
 
 def _series_ids(
