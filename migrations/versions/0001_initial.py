@@ -80,6 +80,10 @@ def upgrade() -> None:
         sa.Column("step", sa.BigInteger, nullable=False),
         sa.Column("value", F, nullable=False),
     )
+    if op.get_bind().dialect.name == "postgresql":
+        # PostgreSQL reads a series through this index. DuckDB keeps indexes in memory and
+        # slows appends with them; its zone maps on the append-ordered table serve instead.
+        op.create_index("ix_points_series_step", "points", ["series_id", "step"])
     op.create_table(
         "bucket_rows",
         sa.Column("run_pk", sa.BigInteger, nullable=False),
@@ -109,6 +113,7 @@ def upgrade() -> None:
         sa.Column("text", sa.Text, nullable=False),
     )
     op.create_index("ix_annotations_run", "annotations", ["run_pk"])
+    op.create_index("ix_bucket_rows_run_step", "bucket_rows", ["run_pk", "step"])
 
 
 def downgrade() -> None:

@@ -129,3 +129,5 @@ run_annotations = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
 )
 sa.Index("ix_annotations_run", run_annotations.c.run_pk)
+sa.Index("ix_bucket_rows_run_step", bucket_rows.c.run_pk, bucket_rows.c.step)
+# PostgreSQL only (see migration 0001): ix_points_series_step on points (series_id, step).

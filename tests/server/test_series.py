@@ -20,7 +20,9 @@ from server.storage.db import Database
 def services(db_url: str) -> Iterator[tuple[IngestService, QueryService]]:
     db = Database(db_url)
     migrate.upgrade(db)
-    yield IngestService(db), QueryService(db)
+    ingest = IngestService(db)
+    yield ingest, QueryService(db)
+    ingest.close()
     db.dispose()
 
 

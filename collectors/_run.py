@@ -1,0 +1,311 @@
+"""The trainer-side handle: `collectors.init(...)` → `Run`.
+
+Every public method returns quickly and never raises into the host: metric math runs on the
+caller's thread (tensors never leave it), the upload on a background thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from collectors._env import default_actor, host_info
+from collectors._spool import Spool
+from collectors._transport import HttpTransport, Transport, Worker
+
+log = logging.getLogger("mismatch_monitor.collectors")
+if os.environ.get("MISMATCH_DEBUG"):
+    logging.basicConfig()
+    log.setLevel(logging.DEBUG)
+
+DEFAULT_URL = "http://127.0.0.1:8765"
+ATEXIT_TIMEOUT = 10.0
+
+
+def _spool_dir() -> Path:
+    configured = os.environ.get("MISMATCH_SPOOL_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mismatch-monitor" / "spool"
+
+
+def _float(value: Any) -> float:
+    """A metric value as float, tolerating tensors and numpy scalars; NaN when unreadable."""
+    try:
+        if hasattr(value, "item"):
+            value = value.item()
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _wire(value: float) -> float | str:
+    return value if math.isfinite(value) else repr(value)  # "nan", "inf", "-inf": strict JSON
+
+
+class Run:
+    """One run as seen by one process. Use `collectors.init` to make one."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        token: str | None,
+        run_id: str,
+        run_name: str | None,
+        project: str,
+        labels: Mapping[str, str] | None,
+        tags: list[str] | None,
+        config: Mapping[str, Any] | None,
+        actor: str | None,
+        spool_dir: str | Path | None,
+        flush_interval: float,
+        max_batch_records: int,
+        queue_size: int,
+        spool_max_bytes: int,
+        timeout: float,
+        transport: Transport | None = None,
+    ) -> None:
+        self.id = run_id
+        self.url = url
+        self.project = project
+        self.actor = actor or default_actor("trainer")
+        self._name = run_name
+        self._labels = dict(labels or {})
+        self._tags = list(tags or [])
+        self._config: dict[str, Any] = dict(config or {})
+        self._config.setdefault("host", host_info())
+        self._lock = threading.Lock()
+        self._gpu = (
+            self._config["host"].get("gpu", "cpu")
+            if isinstance(self._config["host"], dict)
+            else "cpu"
+        )
+        self._warned: set[str] = set()
+        self.spool = Spool(spool_dir or _spool_dir(), run_id, max_bytes=spool_max_bytes)
+        self._worker = Worker(
+            transport or HttpTransport(url, token, timeout=timeout),
+            self.spool,
+            run_upsert=self._run_upsert,
+            queue_size=queue_size,
+            max_batch_records=max_batch_records,
+            flush_interval=flush_interval,
+        )
+        _register_atexit(self)
+
+    # -- logging ---------------------------------------------------------------------------
+    def log_step(
+        self,
+        step: int,
+        rollout_logprobs: Any = None,
+        trainer_logprobs: Any = None,
+        mask: Any = None,
+        *,
+        weight_version: int | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        time: float | None = None,
+        **metric_kwargs: Any,
+    ) -> Any:
+        """Compute the mismatch metrics of one step and enqueue them; returns the StepSummary
+        (None when there was nothing to compute or the computation failed)."""
+        summary = None
+        values: dict[str, Any] = {}
+        buckets = None
+        if rollout_logprobs is not None and trainer_logprobs is not None:
+            try:
+                from collectors._metrics import compute_step_metrics
+
+                summary = compute_step_metrics(
+                    rollout_logprobs, trainer_logprobs, mask, **metric_kwargs
+                )
+                values.update(summary.metrics)
+                buckets = summary.buckets
+            except Exception as exc:
+                self._warn_once("compute", f"could not compute step metrics: {exc!r}")
+                self._worker.dropped["compute_error"] += 1
+        if metrics:
+            values.update(metrics)
+        if values or buckets:
+            self.log_metrics(
+                step, values, weight_version=weight_version, time=time, buckets=buckets
+            )
+        return summary
+
+    def log_metrics(
+        self,
+        step: int,
+        metrics: Mapping[str, Any],
+        *,
+        source: str = "trainer",
+        actor: str | None = None,
+        weight_version: int | None = None,
+        time: float | None = None,
+        gpu: str | None = None,
+        buckets: list[dict[str, Any]] | None = None,
+    ) -> bool:
+        """Enqueue one record; False when it was dropped. Never blocks, never raises."""
+        try:
+            record: dict[str, Any] = {
+                "run_id": self.id,
+                "step": int(step),
+                "source": source,
+                "actor": actor or (self.actor if source == "trainer" else default_actor(source)),
+                "time": _now() if time is None else float(time),
+                "gpu": gpu or self._gpu,
+                "metrics": {str(k): _wire(_float(v)) for k, v in metrics.items()},
+            }
+            if weight_version is not None:
+                record["weight_version"] = int(weight_version)
+            if buckets:
+                record["buckets"] = buckets
+            return self._worker.submit("record", record)
+        except Exception as exc:
+            self._warn_once("log_metrics", f"could not log metrics: {exc!r}")
+            self._worker.dropped["invalid"] += 1
+            return False
+
+    def annotate(
+        self,
+        text: str,
+        step: int | None = None,
+        *,
+        kind: str = "note",
+        source: str | None = None,
+        actor: str | None = None,
+    ) -> bool:
+        """A free-text event on the run (a warning, a weight update)."""
+        note: dict[str, Any] = {
+            "id": uuid.uuid4().hex,
+            "run_id": self.id,
+            "time": _now(),
+            "kind": kind,
+            "text": str(text)[:4000] or "-",
+        }
+        if step is not None:
+            note["step"] = int(step)
+        if source is not None:
+            note["source"] = source
+        if actor is not None:
+            note["actor"] = actor
+        return self._worker.submit("annotation", note)
+
+    def update_config(self, config: Mapping[str, Any]) -> bool:
+        """Merge keys into the run's config (by top-level key, on the server as here)."""
+        with self._lock:
+            self._config.update(dict(config))
+        self._worker.mark_run_changed()
+        return self._worker.submit("run", {})
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def flush(self, timeout: float = 10.0) -> bool:
+        return self._worker.flush(timeout)
+
+    def close(self, timeout: float = 10.0) -> bool:
+        return self._worker.close(timeout)
+
+    def stats(self) -> dict[str, Any]:
+        return self._worker.stats()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+    def _run_upsert(self) -> dict[str, Any]:
+        with self._lock:
+            upsert: dict[str, Any] = {
+                "id": self.id,
+                "project": self.project,
+                "config": dict(self._config),
+            }
+        if self._name:
+            upsert["name"] = self._name
+        if self._labels:
+            upsert["labels"] = self._labels
+        if self._tags:
+            upsert["tags"] = self._tags
+        return upsert
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message)
+
+
+def _now() -> float:
+    return time.time()
+
+
+_LIVE: weakref.WeakSet[Run] = weakref.WeakSet()
+_ATEXIT_LOCK = threading.Lock()
+_ATEXIT_DONE = False
+
+
+def _register_atexit(run: Run) -> None:
+    global _ATEXIT_DONE
+    _LIVE.add(run)
+    with _ATEXIT_LOCK:
+        if not _ATEXIT_DONE:
+            atexit.register(_close_all)
+            _ATEXIT_DONE = True
+
+
+def _close_all() -> None:
+    runs = list(_LIVE)
+    deadline = time.monotonic() + ATEXIT_TIMEOUT
+    for run in runs:
+        run.close(timeout=max(0.1, deadline - time.monotonic()))
+
+
+def init(
+    url: str | None = None,
+    token: str | None = None,
+    *,
+    run_id: str | None = None,
+    run_name: str | None = None,
+    project: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    tags: list[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    actor: str | None = None,
+    spool_dir: str | Path | None = None,
+    flush_interval: float = 1.0,
+    max_batch_records: int = 512,
+    queue_size: int = 10_000,
+    spool_max_bytes: int = 256 << 20,
+    timeout: float = 5.0,
+    transport: Transport | None = None,
+) -> Run:
+    """Start reporting one run. Arguments fall back to MISMATCH_URL, MISMATCH_TOKEN,
+    MISMATCH_RUN_ID, MISMATCH_PROJECT and MISMATCH_SPOOL_DIR."""
+    env = os.environ
+    return Run(
+        url=url or env.get("MISMATCH_URL") or DEFAULT_URL,
+        token=token or env.get("MISMATCH_TOKEN") or None,
+        run_id=run_id or env.get("MISMATCH_RUN_ID") or f"run-{uuid.uuid4().hex[:12]}",
+        run_name=run_name,
+        project=project or env.get("MISMATCH_PROJECT") or "default",
+        labels=labels,
+        tags=tags,
+        config=config,
+        actor=actor,
+        spool_dir=spool_dir or env.get("MISMATCH_SPOOL_DIR") or None,
+        flush_interval=flush_interval,
+        max_batch_records=max_batch_records,
+        queue_size=queue_size,
+        spool_max_bytes=spool_max_bytes,
+        timeout=timeout,
+        transport=transport,
+    )

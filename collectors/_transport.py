@@ -1,0 +1,378 @@
+"""Getting batches to the server without ever hurting the host process.
+
+- `HttpTransport` posts one gzip'd JSON batch and classifies the answer.
+- `Worker` owns a bounded queue and a daemon thread: `submit` never blocks (a full queue spills to
+  the spool, and only a full spool drops, counted by reason); the thread batches by size and time,
+  retries with exponential backoff and jitter (honouring `Retry-After`), spools what it cannot
+  deliver and replays the spool when the server answers again. It survives fork (the child gets a
+  fresh queue, lock and thread) and is flushed at exit within a bounded time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import queue
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from collectors._spool import Spool
+
+log = logging.getLogger("mismatch_monitor.collectors")
+
+Outcome = Literal["ok", "retry", "too_large", "reject", "unknown_run"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    outcome: Outcome
+    status: int | None = None
+    retry_after: float | None = None
+    detail: str = ""
+
+
+class Transport(Protocol):
+    def send(self, batch: dict[str, Any]) -> Answer: ...
+
+
+class HttpTransport:
+    """POST /api/v1/ingest with the standard library only."""
+
+    def __init__(self, url: str, token: str | None, *, timeout: float = 5.0) -> None:
+        self.endpoint = url.rstrip("/") + "/api/v1/ingest"
+        self.token = token
+        self.timeout = timeout
+
+    def send(self, batch: dict[str, Any]) -> Answer:
+        body = gzip.compress(json.dumps(batch, separators=(",", ":")).encode(), compresslevel=5)
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                response.read()
+                return Answer("ok", response.status)
+        except urllib.error.HTTPError as exc:
+            detail = _detail(exc)
+            return classify(exc.code, exc.headers.get("Retry-After"), detail)
+        except (OSError, ValueError) as exc:  # refused, reset, timeout, DNS
+            return Answer("retry", None, None, str(exc))
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(exc.read()).get("detail", ""))[:500]
+    except Exception:
+        return ""
+
+
+def classify(status: int, retry_after: str | None, detail: str = "") -> Answer:
+    """What to do with an HTTP answer: retry, split, give up, or re-create the run."""
+    wait: float | None = None
+    if retry_after:
+        try:
+            wait = max(0.0, float(retry_after))
+        except ValueError:
+            wait = None
+    if 200 <= status < 300:
+        return Answer("ok", status)
+    if status == 413:
+        return Answer("too_large", status, None, detail)
+    if status == 404 and "unknown run" in detail:
+        return Answer("unknown_run", status, None, detail)
+    if status in (408, 425, 429) or status >= 500:
+        return Answer("retry", status, wait, detail)
+    return Answer("reject", status, None, detail)
+
+
+class Worker:
+    """A bounded queue drained by one daemon thread into batches."""
+
+    _pid: int
+    _queue: queue.Queue[tuple[str, dict[str, Any]]]
+    _cond: threading.Condition
+    _outstanding: int
+    _flush_requested: bool
+    _stop: threading.Event
+    _thread: threading.Thread | None
+    _thread_lock: threading.Lock
+    _offline_until: float
+    _backoff: float
+
+    def __init__(
+        self,
+        transport: Transport,
+        spool: Spool,
+        *,
+        run_upsert: Callable[[], dict[str, Any]],
+        queue_size: int = 10_000,
+        max_batch_records: int = 512,
+        flush_interval: float = 1.0,
+        max_backoff: float = 30.0,
+        attempts_before_spool: int = 3,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.transport = transport
+        self.spool = spool
+        self._run_upsert = run_upsert
+        self.queue_size = queue_size
+        self.max_batch_records = max_batch_records
+        self.flush_interval = flush_interval
+        self.max_backoff = max_backoff
+        self.attempts_before_spool = attempts_before_spool
+        self._sleep = sleep
+        self.counters: Counter[str] = Counter()
+        self.dropped: Counter[str] = Counter()
+        self._run_pending = True
+        self._closed = False
+        self._reset_after_fork()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset_after_fork)
+
+    # -- the host's side: never blocks, never raises -------------------------------------------
+    def submit(self, kind: str, item: dict[str, Any]) -> bool:
+        try:
+            self._check_fork()
+            self._ensure_thread()
+            if self._closed:
+                return self._spill([(kind, item)])
+            try:
+                self._queue.put_nowait((kind, item))
+            except queue.Full:
+                return self._spill([(kind, item)])
+            with self._cond:
+                self._outstanding += 1
+            self.counters["queued"] += 1
+            return True
+        except Exception:  # the host's step must go on whatever happens here
+            self.dropped["internal_error"] += 1
+            log.debug("submit failed", exc_info=True)
+            return False
+
+    def mark_run_changed(self) -> None:
+        self._run_pending = True
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything submitted so far was delivered or spooled."""
+        try:
+            self._check_fork()
+            deadline = time.monotonic() + timeout
+            with self._cond:
+                self._flush_requested = True
+                self._cond.notify_all()
+                while self._outstanding > 0:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._thread_alive():
+                        return self._outstanding == 0
+                    self._cond.wait(min(left, 0.05))
+            return True
+        except Exception:
+            return False
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Flush within `timeout`; what is still queued then goes to the spool."""
+        flushed = self.flush(timeout)
+        self._closed = True
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        leftovers: list[tuple[str, dict[str, Any]]] = []
+        while True:
+            try:
+                leftovers.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        if leftovers:
+            self._spill(leftovers)
+            with self._cond:
+                self._outstanding = max(0, self._outstanding - len(leftovers))
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=max(0.1, min(timeout, 2.0)))
+        return flushed
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "queued": self.counters["queued"],
+            "sent": self.counters["sent"],
+            "batches": self.counters["batches"],
+            "spooled": self.counters["spooled"],
+            "replayed": self.counters["replayed"],
+            "rejected": self.counters["rejected"],
+            "retries": self.counters["retries"],
+            "dropped": dict(self.dropped),
+            "pending": self._outstanding,
+            "spool_bytes": self.spool.size(),
+        }
+
+    # -- fork safety -----------------------------------------------------------------------
+    def _reset_after_fork(self) -> None:
+        self._pid = os.getpid()
+        self._queue = queue.Queue(self.queue_size)
+        self._cond = threading.Condition()
+        self._outstanding = 0
+        self._flush_requested = False
+        self._stop = threading.Event()
+        self._thread = None
+        self._thread_lock = threading.Lock()
+        self._offline_until = 0.0
+        self._backoff = 0.5
+        self._run_pending = True
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            self._reset_after_fork()
+
+    def _thread_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _ensure_thread(self) -> None:
+        if self._thread_alive() or self._closed:
+            return
+        with self._thread_lock:
+            if not self._thread_alive():
+                self._thread = threading.Thread(
+                    target=self._loop, name="mismatch-monitor-worker", daemon=True
+                )
+                self._thread.start()
+
+    # -- the thread -----------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                items = self._collect()
+                if items:
+                    self._deliver(items)
+                    with self._cond:
+                        self._outstanding = max(0, self._outstanding - len(items))
+                        self._cond.notify_all()
+                elif self.spool.pending() and time.monotonic() >= self._offline_until:
+                    self._replay()
+            except Exception:
+                log.debug("worker loop error", exc_info=True)
+
+    def _collect(self) -> list[tuple[str, dict[str, Any]]]:
+        items: list[tuple[str, dict[str, Any]]] = []
+        deadline = time.monotonic() + self.flush_interval
+        while len(items) < self.max_batch_records:
+            left = deadline - time.monotonic()
+            if self._flush_requested and self._queue.empty():
+                break
+            if left <= 0:
+                break
+            try:
+                items.append(self._queue.get(timeout=min(left, 0.05)))
+            except queue.Empty:
+                if self._stop.is_set():
+                    break
+        if self._queue.empty():
+            self._flush_requested = False
+        return items
+
+    def _batch(self, items: list[tuple[str, dict[str, Any]]], *, with_run: bool) -> dict[str, Any]:
+        batch: dict[str, Any] = {
+            "batch_id": uuid.uuid4().hex,
+            "records": [item for kind, item in items if kind == "record"],
+            "annotations": [item for kind, item in items if kind == "annotation"],
+        }
+        if with_run or any(kind == "run" for kind, _ in items):
+            batch["run"] = self._run_upsert()
+        return batch
+
+    def _deliver(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        if self.spool.pending() and time.monotonic() >= self._offline_until:
+            self._replay()
+        batch = self._batch(items, with_run=self._run_pending)
+        if time.monotonic() < self._offline_until:
+            self._to_spool(batch)
+            return
+        self._send_with_retries(batch, spool_on_failure=True)
+
+    def _send_with_retries(self, batch: dict[str, Any], *, spool_on_failure: bool) -> bool:
+        for attempt in range(self.attempts_before_spool):
+            answer = self.transport.send(batch)
+            if answer.outcome == "ok":
+                self.counters["sent"] += len(batch["records"])
+                self.counters["batches"] += 1
+                if "run" in batch:
+                    self._run_pending = False
+                self._backoff = 0.5
+                self._offline_until = 0.0
+                return True
+            if answer.outcome == "unknown_run" and "run" not in batch:
+                batch["run"] = self._run_upsert()
+                continue
+            if answer.outcome == "too_large" and len(batch["records"]) > 1:
+                half = len(batch["records"]) // 2
+                first = {**batch, "batch_id": uuid.uuid4().hex, "records": batch["records"][:half]}
+                second = {
+                    **batch,
+                    "batch_id": uuid.uuid4().hex,
+                    "records": batch["records"][half:],
+                    "annotations": [],
+                }
+                ok1 = self._send_with_retries(first, spool_on_failure=spool_on_failure)
+                ok2 = self._send_with_retries(second, spool_on_failure=spool_on_failure)
+                return ok1 and ok2
+            if answer.outcome in ("reject", "too_large", "unknown_run"):
+                self.counters["rejected"] += len(batch["records"])
+                log.warning(
+                    "the monitor server refused a batch (%s): %s", answer.status, answer.detail
+                )
+                return True  # permanent: retrying or spooling would not change the answer
+            self.counters["retries"] += 1
+            if attempt + 1 < self.attempts_before_spool:
+                self._sleep(self._next_wait(answer))
+        self._offline_until = time.monotonic() + self._next_wait(None)
+        if spool_on_failure:
+            self._to_spool(batch)
+        return False
+
+    def _next_wait(self, answer: Answer | None) -> float:
+        if answer is not None and answer.retry_after is not None:
+            return min(answer.retry_after, self.max_backoff)
+        wait = self._backoff * (0.5 + random.random())
+        self._backoff = min(self._backoff * 2, self.max_backoff)
+        return min(wait, self.max_backoff)
+
+    def _to_spool(self, batch: dict[str, Any]) -> None:
+        batch["run"] = self._run_upsert()  # a replay may meet a server that never saw the run
+        if self.spool.append(batch):
+            self.counters["spooled"] += len(batch["records"])
+        else:
+            self.dropped["spool_full"] += len(batch["records"]) + len(batch["annotations"])
+
+    def _spill(self, items: list[tuple[str, dict[str, Any]]]) -> bool:
+        """Straight to the spool (queue full, or closed): the caller's thread, one fsync."""
+        batch = self._batch(items, with_run=True)
+        if self.spool.append(batch):
+            self.counters["spooled"] += len(batch["records"])
+            return True
+        self.dropped["spool_full"] += len(items)
+        return False
+
+    def _replay(self) -> None:
+        for claimed, batches in self.spool.claim():
+            delivered = 0
+            for batch in batches:
+                if self._send_with_retries(batch, spool_on_failure=False):
+                    delivered += 1
+                    self.counters["replayed"] += len(batch.get("records", []))
+                else:
+                    break
+            if delivered == len(batches):
+                self.spool.done(claimed)
+            else:
+                self.spool.release(claimed)
+                return
