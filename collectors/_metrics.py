@@ -263,6 +263,49 @@ def compute_step_metrics(
     trainer_buckets: bool = False,
 ) -> StepSummary:
     """Every mismatch metric the inputs allow, for one step (see the module docstring)."""
+    kwargs = {
+        "new_logprobs": new_logprobs,
+        "advantages": advantages,
+        "entropy": entropy,
+        "seq_lens": seq_lens,
+        "clip_low": clip_low,
+        "clip_high": clip_high,
+        "is_cap": is_cap,
+        "is_floor": is_floor,
+        "seq_cap": seq_cap,
+        "geo_low": geo_low,
+        "geo_high": geo_high,
+        "bucket_edges": bucket_edges,
+        "trainer_buckets": trainer_buckets,
+    }
+    try:
+        import numpy
+    except ImportError:  # torch-only host
+        return _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
+    # 0/0 (a constant batch's correlation) and overflow are data here: NaN/Inf, not warnings.
+    with numpy.errstate(all="ignore"):
+        return _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
+
+
+def _compute(
+    rollout_logprobs: Any,
+    trainer_logprobs: Any,
+    mask: Any,
+    *,
+    new_logprobs: Any,
+    advantages: Any,
+    entropy: Any,
+    seq_lens: Any,
+    clip_low: float,
+    clip_high: float,
+    is_cap: float,
+    is_floor: float | None,
+    seq_cap: float,
+    geo_low: float,
+    geo_high: float,
+    bucket_edges: Sequence[float],
+    trainer_buckets: bool,
+) -> StepSummary:
     inputs = [rollout_logprobs, trainer_logprobs, new_logprobs, advantages, entropy, mask]
     first_torch = next((x for x in inputs if x is not None and _is_torch(x)), None)
     ops = _Ops(first_torch is not None, first_torch.device if first_torch is not None else None)
