@@ -13,7 +13,50 @@ from pathlib import Path
 from typing import Any
 
 VOCAB = 2048
-WORDS = ["the", "a", "policy", "reward", "token", "step", "model", "engine", "trainer", "rollout", "sample", "update", "weight", "cache", "prefix", "batch", "logit", "head", "ratio", "clip", "drift", "spike", "entropy", "gradient", "norm", "value", "advantage", "group", "prompt", "answer", "yes", "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "zero"]
+WORDS = (
+    "the",
+    "a",
+    "policy",
+    "reward",
+    "token",
+    "step",
+    "model",
+    "engine",
+    "trainer",
+    "rollout",
+    "sample",
+    "update",
+    "weight",
+    "cache",
+    "prefix",
+    "batch",
+    "logit",
+    "head",
+    "ratio",
+    "clip",
+    "drift",
+    "spike",
+    "entropy",
+    "gradient",
+    "norm",
+    "value",
+    "advantage",
+    "group",
+    "prompt",
+    "answer",
+    "yes",
+    "no",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "zero",
+)
 
 
 def _corpus(seed: int, lines: int = 4000) -> list[str]:
@@ -64,7 +107,7 @@ def build_tiny_model(
         show_progress=False,
     )
     tokenizer.train_from_iterator(_corpus(seed), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|pad|>"
     )
     fast.save_pretrained(directory)
@@ -81,9 +124,8 @@ def build_tiny_model(
         tie_word_embeddings=False,
         bos_token_id=fast.eos_token_id,
         eos_token_id=fast.eos_token_id,
-        torch_dtype=dtype,
     )
-    model = Qwen2ForCausalLM(config)
+    model = Qwen2ForCausalLM(config)  # type: ignore[no-untyped-call]
     with torch.no_grad():
         model.model.embed_tokens.weight.mul_(10.0)
         model.lm_head.weight.mul_(10.0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace as NS
+from types import SimpleNamespace as NS  # noqa: N814 - short, read as "namespace"
 from typing import Any
 
 import pytest
@@ -99,7 +99,7 @@ def test_weight_update_is_timed_and_annotated() -> None:
     with collector.weight_update(2):
         pass
     assert collector.weight_version == 2
-    step, metrics, kwargs = run.records[-1]
+    step, metrics, _kwargs = run.records[-1]
     assert step == 7
     assert metrics["weight_version"] == 2.0
     assert metrics["weight_update_seconds"] >= 0

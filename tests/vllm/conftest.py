@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterator
@@ -49,10 +50,8 @@ def make_engine(tiny_model: Path, vllm_env: None) -> Iterator[Callable[..., Any]
 
     yield start
     for llm in engines:
-        try:
+        with contextlib.suppress(Exception):
             llm.llm_engine.engine_core.shutdown()
-        except Exception:
-            pass
     engines.clear()
     gc.collect()
 
