@@ -18,6 +18,7 @@ from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
 from server.api.routes import health, ingest, runs, tokens
 from server.config import Settings
+from server.errors import NotFound
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.services.tokens import TokenService
@@ -86,6 +87,16 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         app.include_router(router)
     for router in services.extras.get("routers", []):
         app.include_router(router)
+
+    @app.api_route(
+        "/api/{rest:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        include_in_schema=False,
+    )
+    def unknown_api_path(rest: str) -> None:
+        """Unknown API paths answer 404 JSON instead of falling through to the dashboard."""
+        raise NotFound(f"no API endpoint /api/{rest}; see /docs")
+
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     if settings.dashboard:
         _mount_dashboard(app, services)

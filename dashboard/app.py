@@ -1,0 +1,87 @@
+"""The Dash app: a header, a router on the URL path, one module per page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, dcc, html
+
+from dashboard import ids
+from dashboard.pages import buckets, compare, hardware, run, runs
+from dashboard.query import QueryLike
+from dashboard.urlstate import parse
+
+PAGES = {
+    "/": runs,
+    "/run": run,
+    "/compare": compare,
+    "/buckets": buckets,
+    "/hardware": hardware,
+}
+
+
+def create_dash(
+    query: QueryLike,
+    *,
+    alerts: Any = None,
+    requests_pathname_prefix: str = "/",
+    poll_ms: int = 2000,
+) -> dash.Dash:
+    """Build the dashboard over a query service (the server's `QueryService`, or a fake)."""
+    app = dash.Dash(
+        __name__,
+        requests_pathname_prefix=requests_pathname_prefix,
+        serve_locally=True,
+        suppress_callback_exceptions=True,
+        title="Mismatch Monitor",
+        update_title="",
+    )
+    app.layout = html.Div(
+        [
+            dcc.Location(id=ids.URL, refresh="callback-nav"),
+            html.Div(
+                [
+                    html.Span(
+                        "Mismatch Monitor", style={"fontWeight": "bold", "marginRight": "24px"}
+                    ),
+                    *[
+                        dcc.Link(label, href=path, style={"marginRight": "16px"})
+                        for label, path in (
+                            ("Runs", "/"),
+                            ("Compare", "/compare"),
+                            ("Buckets", "/buckets"),
+                            ("Hardware", "/hardware"),
+                        )
+                    ],
+                ],
+                id=ids.NAV,
+                style={
+                    "padding": "10px 16px",
+                    "borderBottom": "1px solid #ddd",
+                    "fontFamily": "sans-serif",
+                },
+            ),
+            html.Div(
+                id=ids.PAGE,
+                style={"padding": "12px 16px", "fontFamily": "sans-serif", "maxWidth": "1400px"},
+            ),
+        ]
+    )
+
+    @app.callback(
+        Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), State(ids.URL, "search")
+    )
+    def route(pathname: str | None, search: str | None) -> Any:
+        path = pathname or "/"
+        prefix = requests_pathname_prefix.rstrip("/")
+        if prefix and path.startswith(prefix):
+            path = path[len(prefix) :] or "/"
+        page = PAGES.get(path.rstrip("/") or "/")
+        if page is None:
+            return html.Div([html.H3("Not found"), dcc.Link("back to runs", href="/")])
+        return page.layout(query, parse(search), poll_ms=poll_ms, alerts=alerts)
+
+    for page in PAGES.values():
+        page.register(app, query, alerts=alerts)
+    return app

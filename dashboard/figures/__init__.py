@@ -1,0 +1,1 @@
+"""Figures as pure functions: rows in, `go.Figure` out (unit-tested without a browser)."""

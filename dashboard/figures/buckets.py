@@ -1,0 +1,107 @@
+"""Token-probability bucket views: mismatch per bucket, and bucket × step heatmaps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.figures.text import safe
+from dashboard.palette import color
+
+
+def bucket_label(lo: float, hi: float) -> str:
+    return f"[{lo:g}, {hi:g})"
+
+
+def per_bucket(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
+    """Rows grouped by `group`, each bucket with its mean |d|, mean k3 and out-of-bounds share."""
+    groups: dict[str, list[dict[str, float]]] = {}
+    for row in rows:
+        tokens = row["tokens"] or 0.0
+        groups.setdefault(row["group"], []).append(
+            {
+                "lo": row["lo"],
+                "hi": row["hi"],
+                "tokens": tokens,
+                "mean_abs_d": row["sum_abs_d"] / tokens if tokens else float("nan"),
+                "mean_k3": row["sum_k3"] / tokens if tokens else float("nan"),
+                "oob_share": row["oob"] / tokens if tokens else float("nan"),
+                "steps": row.get("steps", 0),
+                "actors": row.get("actors", 0),
+            }
+        )
+    return groups
+
+
+def buckets_figure(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
+    groups = per_bucket(rows)
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("mean |d|", "mean k3", "out-of-bounds share")
+    )
+    for index, (group, buckets) in enumerate(sorted(groups.items())):
+        labels = [bucket_label(b["lo"], b["hi"]) for b in buckets]
+        behind = buckets[0]["steps"] if buckets else 0
+        name = f"{safe(group)} ({behind} steps)"
+        for col, key in enumerate(("mean_abs_d", "mean_k3", "oob_share"), start=1):
+            fig.add_trace(
+                go.Bar(
+                    x=labels,
+                    y=[b[key] for b in buckets],
+                    name=name,
+                    marker_color=color(index),
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    hovertext=[f"{int(b['tokens'])} tokens" for b in buckets],
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(
+        title={"text": safe(title), "x": 0.01},
+        height=380,
+        barmode="group",
+        template="plotly_white",
+        margin={"l": 50, "r": 10, "t": 60, "b": 60},
+        legend={"orientation": "h", "y": -0.3},
+        xaxis_title="p = exp(rollout logprob)",
+    )
+    return fig
+
+
+def heatmap_figure(
+    cells: Sequence[dict[str, Any]], *, value: str = "mean_k3", title: str = ""
+) -> go.Figure:
+    steps = sorted({c["step"] for c in cells})
+    bins = sorted({(c["lo"], c["hi"]) for c in cells})
+    grid = [[float("nan")] * len(steps) for _ in bins]
+    col = {s: i for i, s in enumerate(steps)}
+    row = {b: i for i, b in enumerate(bins)}
+    for c in cells:
+        tokens = c["tokens"]
+        v = (
+            (c["sum_k3"] if value == "mean_k3" else c["sum_abs_d"]) / tokens
+            if tokens
+            else float("nan")
+        )
+        grid[row[(c["lo"], c["hi"])]][col[c["step"]]] = v
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid,
+            x=steps,
+            y=[bucket_label(*b) for b in bins],
+            colorscale="Viridis",
+            colorbar={"title": value},
+        )
+    )
+    fig.update_layout(
+        title={"text": safe(title), "x": 0.01},
+        height=320,
+        template="plotly_white",
+        margin={"l": 90, "r": 10, "t": 35, "b": 30},
+        xaxis_title="step",
+    )
+    return fig

@@ -1,0 +1,229 @@
+"""Metric curves: downsampling bands, smoothing, non-finite markers, annotations, alarms."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from dashboard.analysis import ema, running_mean
+from dashboard.figures.text import safe
+from dashboard.palette import NONFINITE, color, faint
+
+Point = dict[str, Any]
+
+
+def _x(points: Sequence[Point], x_axis: str) -> list[Any]:
+    if x_axis == "time":
+        return [p.get("time") for p in points]
+    return [p["step_end"] if p["count"] > 1 else p["step"] for p in points]
+
+
+def _y(points: Sequence[Point]) -> list[float]:
+    out = []
+    for p in points:
+        value = p["mean"] if p["count"] > 1 else p["last"]
+        out.append(math.nan if value is None or not math.isfinite(value) else float(value))
+    return out
+
+
+def smooth(values: Sequence[float], mode: str, weight: float) -> list[float]:
+    if mode == "ema":
+        return ema(values, weight)
+    if mode == "mean":
+        return running_mean(values, max(1, int(weight)))
+    return list(values)
+
+
+def add_series(
+    fig: go.Figure,
+    name: str,
+    points: Sequence[Point],
+    index: int,
+    *,
+    x_axis: str = "step",
+    smoothing: str = "none",
+    weight: float = 0.6,
+    line_color: str | None = None,
+) -> None:
+    """One run's curve: min/max band where buckets hold several steps, the (smoothed) line with
+    the original faint underneath, and ✕ markers where a bucket holds NaN or ±Inf."""
+    c = line_color or color(index)
+    label = safe(name)
+    xs, ys = _x(points, x_axis), _y(points)
+    if any(p["count"] > 1 for p in points):
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[p["max"] for p in points],
+                mode="lines",
+                line={"width": 0},
+                hoverinfo="skip",
+                showlegend=False,
+                name=f"{label} max",
+                legendgroup=label,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[p["min"] for p in points],
+                mode="lines",
+                line={"width": 0},
+                fill="tonexty",
+                fillcolor=faint(c),
+                hoverinfo="skip",
+                showlegend=False,
+                name=f"{label} min–max",
+                legendgroup=label,
+            )
+        )
+    if smoothing != "none":
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line={"color": faint(c, 0.35), "width": 1},
+                name=f"{label} (raw)",
+                showlegend=False,
+                legendgroup=label,
+            )
+        )
+        ys = smooth(ys, smoothing, weight)
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            line={"color": c, "width": 2},
+            name=label,
+            legendgroup=label,
+            connectgaps=False,
+        )
+    )
+    bad = [p for p in points if p.get("nan", 0) or p.get("pos_inf", 0) or p.get("neg_inf", 0)]
+    if bad:
+        finite = [y for y in ys if math.isfinite(y)]
+        top = max(finite) if finite else 1.0
+        fig.add_trace(
+            go.Scatter(
+                x=_x(bad, x_axis),
+                y=[top] * len(bad),
+                mode="markers",
+                marker={"symbol": "x", "size": 11, "color": NONFINITE, "line": {"width": 2}},
+                name=f"{label} NaN/Inf",
+                legendgroup=label,
+                hovertext=[f"NaN×{p['nan']} +Inf×{p['pos_inf']} -Inf×{p['neg_inf']}" for p in bad],
+                hoverinfo="text+x",
+            )
+        )
+
+
+def series_figure(
+    series: Sequence[tuple[str, Sequence[Point]]],
+    *,
+    title: str = "",
+    log_y: bool = False,
+    x_axis: str = "step",
+    smoothing: str = "none",
+    weight: float = 0.6,
+    annotations: Sequence[dict[str, Any]] = (),
+    alerts: Sequence[dict[str, Any]] = (),
+    height: int = 300,
+) -> go.Figure:
+    """Curves of one metric group (several metrics or several runs) on one axis."""
+    fig = go.Figure()
+    for index, (name, points) in enumerate(series):
+        add_series(fig, name, points, index, x_axis=x_axis, smoothing=smoothing, weight=weight)
+    if x_axis == "step":
+        for note in annotations:
+            if note.get("step") is None:
+                continue
+            dash = "dot" if note.get("kind") == "weight_update" else "dash"
+            fig.add_vline(x=note["step"], line={"color": "#999999", "dash": dash, "width": 1})
+        if annotations:
+            fig.add_trace(
+                go.Scatter(
+                    x=[n["step"] for n in annotations if n.get("step") is not None],
+                    y=[0] * sum(1 for n in annotations if n.get("step") is not None),
+                    yaxis="y2",
+                    mode="markers",
+                    marker={"symbol": "triangle-up", "size": 9, "color": "#999999"},
+                    name="annotations",
+                    hovertext=[
+                        safe(n["text"])[:300] for n in annotations if n.get("step") is not None
+                    ],
+                    hoverinfo="text+x",
+                )
+            )
+        if alerts:
+            fig.add_trace(
+                go.Scatter(
+                    x=[a["step"] for a in alerts],
+                    y=[1] * len(alerts),
+                    yaxis="y2",
+                    mode="markers",
+                    marker={"symbol": "diamond", "size": 11, "color": "#D55E00"},
+                    name="alarms",
+                    hovertext=[safe(f"{a.get('rule', '')}: {a.get('state', '')}") for a in alerts],
+                    hoverinfo="text+x",
+                )
+            )
+    fig.update_layout(
+        title={"text": safe(title), "x": 0.01, "font": {"size": 14}},
+        height=height,
+        margin={"l": 50, "r": 10, "t": 35, "b": 30},
+        legend={"orientation": "h", "y": -0.18},
+        yaxis={"type": "log" if log_y else "linear"},
+        yaxis2={"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
+        xaxis={"title": "step" if x_axis == "step" else "time"},
+        template="plotly_white",
+        uirevision=title,
+    )
+    return fig
+
+
+def difference_figure(
+    reference: tuple[str, Sequence[Point]],
+    candidates: Sequence[tuple[str, Sequence[Point]]],
+    *,
+    title: str = "",
+    divergence: dict[str, int | None] | None = None,
+) -> go.Figure:
+    """Each candidate minus the reference at the reference's steps (linear interpolation)."""
+    import numpy as np
+
+    ref_name, ref_points = reference
+    rx = np.array([p["step"] for p in ref_points], dtype=float)
+    ry = np.array(_y(ref_points), dtype=float)
+    fig = go.Figure()
+    for index, (name, points) in enumerate(candidates, start=1):
+        cx = np.array([p["step"] for p in points], dtype=float)
+        cy = np.array(_y(points), dtype=float)
+        if len(rx) == 0 or len(cx) == 0:
+            continue
+        diff = cy - np.interp(cx, rx, ry)
+        fig.add_trace(
+            go.Scatter(
+                x=cx.tolist(),
+                y=diff.tolist(),
+                mode="lines",
+                line={"color": color(index), "width": 2},
+                name=f"{safe(name)} − {safe(ref_name)}",
+            )
+        )
+        step = (divergence or {}).get(name)
+        if step is not None:
+            fig.add_vline(x=step, line={"color": color(index), "dash": "dash"})
+    fig.add_hline(y=0, line={"color": "#000000", "width": 1})
+    fig.update_layout(
+        title={"text": safe(title), "x": 0.01},
+        height=360,
+        template="plotly_white",
+        margin={"l": 50, "r": 10, "t": 35, "b": 30},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig

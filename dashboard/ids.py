@@ -1,0 +1,56 @@
+"""Component ids, in one place: callbacks and browser tests refer to these names."""
+
+from __future__ import annotations
+
+URL = "url"
+PAGE = "page"
+NAV = "nav"
+
+# Runs page
+RUNS_TABLE = "runs-table"
+RUNS_FILTER_PROJECT = "runs-filter-project"
+RUNS_FILTER_LABEL = "runs-filter-label"
+RUNS_FILTER_TEXT = "runs-filter-text"
+RUNS_COMPARE_LINK = "runs-compare-link"
+RUNS_REFRESH = "runs-refresh"
+
+# Run page
+RUN_TITLE = "run-title"
+RUN_METRICS = "run-metrics"
+RUN_SMOOTHING = "run-smoothing"
+RUN_SMOOTH_WEIGHT = "run-smooth-weight"
+RUN_YSCALE = "run-yscale"
+RUN_XAXIS = "run-xaxis"
+RUN_PANELS = "run-panels"
+RUN_STORE = "run-store"
+RUN_INTERVAL = "run-interval"
+RUN_ANNOTATIONS = "run-annotations"
+RUN_CSV = "run-csv"
+RUN_CSV_BUTTON = "run-csv-button"
+RUN_ALERTS = "run-alerts"
+PANEL = "panel"  # pattern-matching type: {"type": PANEL, "index": group}
+
+# Compare page
+CMP_RUNS = "compare-runs"
+CMP_REFERENCE = "compare-reference"
+CMP_METRIC = "compare-metric"
+CMP_MODE = "compare-mode"
+CMP_BAND_K = "compare-band-k"
+CMP_BAND_N = "compare-band-n"
+CMP_GRAPH = "compare-graph"
+CMP_DIVERGENCE = "compare-divergence"
+CMP_CONFIG_DIFF = "compare-config-diff"
+
+# Buckets page
+BKT_RUNS = "buckets-runs"
+BKT_GROUP = "buckets-group"
+BKT_GRAPH = "buckets-graph"
+BKT_HEATMAP = "buckets-heatmap"
+BKT_STEP_MIN = "buckets-step-min"
+BKT_STEP_MAX = "buckets-step-max"
+
+# Hardware page
+HW_PROJECT = "hardware-project"
+HW_GRAPH = "hardware-graph"
+HW_BUCKETS = "hardware-buckets"
+HW_TABLE = "hardware-table"

@@ -1,0 +1,1 @@
+"""One module per page: `layout(query, params, **)` and `register(app, query, **)`."""

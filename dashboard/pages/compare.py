@@ -1,0 +1,266 @@
+"""Compare page: runs overlaid against a reference, where each leaves it, and why (config diff)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, State, dcc, html
+
+from dashboard import ids
+from dashboard.analysis import first_divergence
+from dashboard.components import DataTable
+from dashboard.configdiff import diff
+from dashboard.figures.series import difference_figure, series_figure
+from dashboard.query import QueryLike, dump
+from dashboard.urlstate import as_float, as_int, as_list, encode
+
+METRICS = (
+    "k3_kl",
+    "ratio_dev_1e4",
+    "rollout_clip_rate",
+    "clip_rate",
+    "kl_new_old",
+    "entropy",
+    "reward_mean",
+    "lag",
+    "grad_norm",
+    "mult_prob_error",
+    "ess_token",
+)
+DIVERGENCE_POINTS = 5000
+
+
+def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
+    runs = query.list_runs(limit=500)
+    options = [{"label": f"{r.name} ({r.id})", "value": r.id} for r in runs]
+    chosen = as_list(params.get("runs"))
+    return html.Div(
+        [
+            html.H2("Compare"),
+            html.Div(
+                [
+                    dcc.Dropdown(
+                        id=ids.CMP_RUNS,
+                        options=options,
+                        value=chosen,
+                        multi=True,
+                        placeholder="runs to compare",
+                        style={"minWidth": "420px"},
+                    ),
+                ]
+            ),
+            html.Div(
+                [
+                    html.Span("reference "),
+                    dcc.Dropdown(
+                        id=ids.CMP_REFERENCE,
+                        options=[o for o in options if o["value"] in chosen],
+                        value=params.get("ref") or (chosen[0] if chosen else None),
+                        clearable=False,
+                        style={
+                            "width": "300px",
+                            "display": "inline-block",
+                            "verticalAlign": "middle",
+                        },
+                    ),
+                    html.Span(" metric ", style={"marginLeft": "12px"}),
+                    dcc.Dropdown(
+                        id=ids.CMP_METRIC,
+                        options=list(METRICS),
+                        value=params.get("metric", "k3_kl"),
+                        clearable=False,
+                        style={
+                            "width": "200px",
+                            "display": "inline-block",
+                            "verticalAlign": "middle",
+                        },
+                    ),
+                    dcc.RadioItems(
+                        id=ids.CMP_MODE,
+                        options=[
+                            {"label": "overlay", "value": "overlay"},
+                            {"label": "difference to reference", "value": "diff"},
+                        ],
+                        value=params.get("mode", "overlay"),
+                        inline=True,
+                        style={"display": "inline-block", "marginLeft": "12px"},
+                    ),
+                ],
+                style={"marginTop": "8px"},
+            ),
+            html.Div(
+                [
+                    html.Span("band: reference rolling mean ± k × rolling std (20 steps); k = "),
+                    dcc.Input(
+                        id=ids.CMP_BAND_K,
+                        type="number",
+                        value=as_float(params.get("k"), 3.0),
+                        min=0.5,
+                        step=0.5,
+                        style={"width": "60px"},
+                    ),
+                    html.Span(" ; diverged when outside for N steps, N = "),
+                    dcc.Input(
+                        id=ids.CMP_BAND_N,
+                        type="number",
+                        value=as_int(params.get("n")) or 5,
+                        min=1,
+                        step=1,
+                        style={"width": "60px"},
+                    ),
+                ],
+                style={"marginTop": "8px"},
+            ),
+            dcc.Graph(id=ids.CMP_GRAPH, config={"displaylogo": False}),
+            html.H4("First divergence from the reference"),
+            DataTable(
+                id=ids.CMP_DIVERGENCE,
+                columns=[
+                    {"name": "run", "id": "run"},
+                    {"name": "first divergence step", "id": "step"},
+                ],
+                data=[],
+                style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left"},
+            ),
+            html.H4("Config differences (parity-relevant first)"),
+            html.Div(id=ids.CMP_CONFIG_DIFF),
+        ]
+    )
+
+
+def register(app: Any, query: QueryLike, **_: Any) -> None:
+    @app.callback(
+        Output(ids.CMP_REFERENCE, "options"),
+        Output(ids.CMP_REFERENCE, "value"),
+        Input(ids.CMP_RUNS, "value"),
+        State(ids.CMP_REFERENCE, "value"),
+    )
+    def references(chosen: list[str] | None, current: str | None) -> Any:
+        chosen = chosen or []
+        value = current if current in chosen else (chosen[0] if chosen else None)
+        return [{"label": r, "value": r} for r in chosen], value
+
+    @app.callback(
+        Output(ids.CMP_GRAPH, "figure"),
+        Output(ids.CMP_DIVERGENCE, "data"),
+        Output(ids.CMP_CONFIG_DIFF, "children"),
+        Input(ids.CMP_RUNS, "value"),
+        Input(ids.CMP_REFERENCE, "value"),
+        Input(ids.CMP_METRIC, "value"),
+        Input(ids.CMP_MODE, "value"),
+        Input(ids.CMP_BAND_K, "value"),
+        Input(ids.CMP_BAND_N, "value"),
+    )
+    def draw(
+        chosen: list[str] | None,
+        ref: str | None,
+        metric: str,
+        mode: str,
+        k: float | None,
+        n: int | None,
+    ) -> Any:
+        chosen = [r for r in (chosen or [])]
+        if not chosen:
+            return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
+        ref = ref if ref in chosen else chosen[0]
+        details = {}
+        for run_id in chosen:
+            try:
+                details[run_id] = query.get_run(run_id)
+            except Exception:
+                continue
+        names = {r: (f"{d.name} (reference)" if r == ref else d.name) for r, d in details.items()}
+        drawn = {r: dump(query.series(r, metric, max_points=1000).points) for r in details}
+        full = {
+            r: dump(query.series(r, metric, max_points=DIVERGENCE_POINTS).points) for r in details
+        }
+        divergence = {}
+        rows = []
+        ref_pairs = [(p["step"], _value(p)) for p in full.get(ref, [])]
+        for run_id in details:
+            if run_id == ref:
+                continue
+            step = first_divergence(
+                ref_pairs,
+                [(p["step"], _value(p)) for p in full[run_id]],
+                k=float(k or 3.0),
+                sustain=int(n or 5),
+            )
+            divergence[names[run_id]] = step
+            rows.append({"run": names[run_id], "step": "never" if step is None else step})
+        ordered = [ref] + [r for r in details if r != ref] if ref in details else list(details)
+        if mode == "diff" and ref in details:
+            fig = difference_figure(
+                (names[ref], drawn[ref]),
+                [(names[r], drawn[r]) for r in ordered[1:]],
+                title=f"{metric}: difference to reference",
+                divergence=divergence,
+            )
+        else:
+            fig = series_figure(
+                [(names[r], drawn[r]) for r in ordered],
+                title=metric,
+                log_y=metric in ("k3_kl", "kl_new_old", "grad_norm"),
+                height=380,
+            )
+        diff_rows = diff({names[r]: details[r].config for r in ordered})
+        return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
+
+    @app.callback(
+        Output(ids.URL, "search", allow_duplicate=True),
+        Input(ids.CMP_RUNS, "value"),
+        Input(ids.CMP_REFERENCE, "value"),
+        Input(ids.CMP_METRIC, "value"),
+        Input(ids.CMP_MODE, "value"),
+        Input(ids.CMP_BAND_K, "value"),
+        Input(ids.CMP_BAND_N, "value"),
+        prevent_initial_call=True,
+    )
+    def sync_url(
+        chosen: list[str] | None,
+        ref: str | None,
+        metric: str,
+        mode: str,
+        k: float | None,
+        n: int | None,
+    ) -> str:
+        return encode(
+            {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
+        )
+
+
+def _value(point: dict[str, Any]) -> float:
+    value = point["last"] if point["count"] == 1 else point["mean"]
+    if point.get("nan") or point.get("pos_inf") or point.get("neg_inf"):
+        return float("nan")
+    return float("nan") if value is None else float(value)
+
+
+def _diff_table(rows: list[dict[str, Any]], runs: list[str]) -> Any:
+    if not rows:
+        return html.P("The configs do not differ.")
+    columns = [{"name": "key", "id": "key"}] + [
+        {"name": r, "id": f"run{i}"} for i, r in enumerate(runs)
+    ]
+    columns.append({"name": "why it matters", "id": "why"})
+    data = []
+    for row in rows:
+        item = {"key": row["key"], "why": row["why"]}
+        for i, r in enumerate(runs):
+            item[f"run{i}"] = row["values"].get(r, "—")
+        data.append(item)
+    return DataTable(
+        id="compare-config-table",
+        columns=columns,
+        data=data,
+        style_cell={
+            "fontFamily": "sans-serif",
+            "fontSize": "13px",
+            "textAlign": "left",
+            "whiteSpace": "normal",
+            "maxWidth": "360px",
+        },
+        style_data_conditional=[
+            {"if": {"filter_query": "{why} != ''"}, "backgroundColor": "#fff4e5"}
+        ],
+    )

@@ -1,0 +1,69 @@
+"""What the dashboard needs from the server's query layer (structural, so fakes fit)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class QueryLike(Protocol):
+    def projects(self) -> list[str]: ...
+
+    def list_runs(
+        self,
+        *,
+        project: str | None = ...,
+        label: str | None = ...,
+        tag: str | None = ...,
+        text: str | None = ...,
+        limit: int = ...,
+    ) -> list[Any]: ...
+
+    def get_run(self, run_id: str) -> Any: ...
+
+    def list_metrics(self, run_id: str) -> list[Any]: ...
+
+    def series(
+        self,
+        run_id: str,
+        metric: str,
+        *,
+        source: str | None = ...,
+        actor: str | None = ...,
+        step_min: int | None = ...,
+        step_max: int | None = ...,
+        max_points: int = ...,
+    ) -> Any: ...
+
+    def buckets(
+        self,
+        run_ids: Sequence[str],
+        *,
+        step_min: int | None = ...,
+        step_max: int | None = ...,
+        group_by: Any = ...,
+        basis: str = ...,
+    ) -> list[Any]: ...
+
+    def bucket_steps(
+        self,
+        run_id: str,
+        *,
+        step_min: int | None = ...,
+        step_max: int | None = ...,
+        basis: str = ...,
+        max_points: int = ...,
+    ) -> list[Any]: ...
+
+    def hardware(
+        self, *, metric: str = ..., run_ids: Sequence[str] | None = ..., project: str | None = ...
+    ) -> list[Any]: ...
+
+
+def dump(obj: Any) -> Any:
+    """Pydantic models (or plain dicts) to JSON-able dicts for dcc.Store."""
+    if isinstance(obj, list):
+        return [dump(o) for o in obj]
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump()
+    return obj

@@ -1,0 +1,198 @@
+"""Every dashboard page in real headless Chromium against a real server seeded through the API."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.dashboard.seed import DIVERGE_AT, XSS_NAME, run_body, seed
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = ROOT / "test-artifacts" / "screenshots"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is not installed; the test set-up (make test) installs it")
+        pytest.skip("Debian chromium not installed (make test installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.dialogs = []  # type: ignore[attr-defined]
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def seeded(server_factory: Any) -> Any:
+    server = server_factory()
+    seed(server)
+    return server
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def traces(page: Any) -> list[list[str]]:
+    """Trace names of every drawn plot, in page order."""
+    return page.evaluate(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map("
+        "g => (g.data || []).map(t => t.name || ''))"
+    )
+
+
+def wait_plots(page: Any, count: int, timeout: float = 30.0) -> list[list[str]]:
+    deadline = time.monotonic() + timeout
+    drawn: list[list[str]] = []
+    while time.monotonic() < deadline:
+        drawn = traces(page)
+        if len([t for t in drawn if t]) >= count:
+            return drawn
+        time.sleep(0.2)
+    raise AssertionError(f"expected {count} drawn plots, saw {drawn}")
+
+
+def test_runs_page_lists_runs_and_renders_markup_as_text(seeded: Any, page: Any) -> None:
+    page.goto(seeded.url + "/")
+    page.wait_for_selector("td[data-dash-column='name']", timeout=30000)
+    page.wait_for_function("document.querySelectorAll(\"td[data-dash-column='name']\").length >= 5")
+    names = page.eval_on_selector_all(
+        "td[data-dash-column='name']", "els => els.map(e => e.innerText)"
+    )
+    assert sorted(names) == sorted(
+        ["V0 reference", "V1 before fixes", "V1 after fixes", "A100 run", XSS_NAME]
+    )
+    assert page.locator("img[src='x']").count() == 0
+    assert page.dialogs == []
+    gpus = page.eval_on_selector_all(
+        "td[data-dash-column='gpus']", "els => els.map(e => e.innerText)"
+    )
+    assert "NVIDIA A100-SXM4-80GB" in gpus
+    shot(page, "runs")
+
+
+def test_run_page_draws_panels_with_nonfinite_markers(seeded: Any, page: Any) -> None:
+    page.goto(seeded.url + "/run?run=v1-before")
+    drawn = wait_plots(page, 5)
+    flat = [name for plot in drawn for name in plot]
+    assert "k3_kl" in flat and "reverse_k3_kl" in flat
+    assert "ratio_dev_1e4" in flat and "rollout_clip_rate" in flat
+    assert "k3_kl NaN/Inf" in flat and "grad_norm NaN/Inf" in flat
+    assert "annotations" in flat
+    shot(page, "run")
+
+
+def test_live_run_grows_without_reload(seeded: Any, page: Any) -> None:
+    seeded.post(
+        "/api/v1/ingest",
+        run_body(
+            "live",
+            "live run",
+            {"engine": {"version": "x"}},
+            "cpu",
+            steps=20,
+            k3=lambda s: 1e-3,
+            ratio_dev=lambda s: 0.0,
+            clip=0.0,
+        ),
+    )
+    page.goto(seeded.url + "/run?run=live")
+    wait_plots(page, 3)
+    last_x = (
+        "() => { const g = document.querySelector('.js-plotly-plot'); "
+        "const t = g.data.find(t => t.name === 'k3_kl'); return Math.max(...t.x); }"
+    )
+    assert page.evaluate(last_x) == 19
+    body = run_body(
+        "live",
+        "live run",
+        {"engine": {"version": "x"}},
+        "cpu",
+        steps=10,
+        start=20,
+        k3=lambda s: 1e-3,
+        ratio_dev=lambda s: 0.0,
+        clip=0.0,
+    )
+    del body["run"]
+    assert seeded.post("/api/v1/ingest", body).status_code == 200
+    page.wait_for_function(f"({last_x})() === 29", timeout=30000)
+
+
+def test_compare_page_finds_the_divergence_and_explains_it(seeded: Any, page: Any) -> None:
+    page.goto(seeded.url + "/compare?runs=v0-ref,v1-before,v1-after&ref=v0-ref&metric=k3_kl")
+    drawn = wait_plots(page, 1)
+    assert {"V0 reference (reference)", "V1 before fixes", "V1 after fixes"} <= set(drawn[0])
+    page.wait_for_selector("#compare-divergence td")
+    cells = page.eval_on_selector_all("#compare-divergence td", "els => els.map(e => e.innerText)")
+    pairs = dict(zip(cells[0::2], cells[1::2], strict=True))
+    assert pairs["V1 before fixes"] == str(DIVERGE_AT)
+    assert pairs["V1 after fixes"] == "never"
+    page.wait_for_selector("#compare-config-table td[data-dash-column='key']")
+    keys = page.eval_on_selector_all(
+        "#compare-config-table td[data-dash-column='key']", "els => els.map(e => e.innerText)"
+    )
+    assert keys[0] == "engine.logprobs_mode"
+    assert "engine.enable_prefix_caching" in keys and "engine.version" in keys
+    shot(page, "compare")
+
+
+def test_deep_link_restores_the_view(seeded: Any, page: Any) -> None:
+    page.goto(seeded.url + "/run?run=v0-ref&smooth=ema&w=0.8&y=linear&x=step")
+    drawn = wait_plots(page, 3)
+    assert "k3_kl (raw)" in [
+        n for plot in drawn for n in plot
+    ]  # smoothing shows the original faintly
+    assert page.is_checked("#run-smoothing input[value='ema']")
+    assert page.is_checked("#run-yscale input[value='linear']")
+    assert page.input_value("#run-smooth-weight") == "0.8"
+    y_type = page.evaluate("() => document.querySelector('.js-plotly-plot').layout.yaxis.type")
+    assert y_type == "linear"
+
+
+def test_buckets_and_hardware_pages_draw(seeded: Any, page: Any) -> None:
+    page.goto(seeded.url + "/buckets?runs=v0-ref,a100-run&group=gpu")
+    drawn = wait_plots(page, 2)
+    assert len(drawn[0]) == 2 * 3  # two GPU types × three panels
+    assert any("NVIDIA A100" in n for n in drawn[0])
+    shot(page, "buckets")
+    page.goto(seeded.url + "/hardware?project=vllm-migration")
+    drawn = wait_plots(page, 2)
+    assert len(drawn[0]) == 2  # one box per GPU type
+    rows = page.eval_on_selector_all(
+        "#hardware-table td[data-dash-column='gpu']", "els => els.map(e => e.innerText)"
+    )
+    assert sorted(rows) == ["NVIDIA A100-SXM4-80GB", "NVIDIA H20"]
+    shot(page, "hardware")
