@@ -148,6 +148,14 @@ class _Ops:
             return out.index_add_(0, idx, weights)
         return self.xp.bincount(idx, weights=weights, minlength=n).astype(self.xp.float32)
 
+    def bincount_many(self, idx: Any, weights: Sequence[Any], n: int) -> list[Any]:
+        """Several weighted bincounts over one index, in one pass where the backend allows."""
+        if self.torch:
+            stacked = self.xp.stack(list(weights))
+            out = self.xp.zeros((len(weights), n), dtype=stacked.dtype, device=stacked.device)
+            return list(out.index_add_(1, idx, stacked))
+        return [self.bincount(idx, w, n) for w in weights]
+
     def repeat(self, counts: Any) -> Any:
         if self.torch:
             return self.xp.repeat_interleave(self.arange(len(counts)), counts)
@@ -496,14 +504,18 @@ def _bucket_table(
     oob = (r < c_lo) | (r > c_hi)
     one = xp.ones_like(prob)
     columns = ops.to_lists(
-        [
-            ops.bincount(idx, one, k),
-            ops.bincount(idx, d, k),
-            ops.bincount(idx, xp.abs(d), k),
-            ops.bincount(idx, k3, k),
-            ops.bincount(idx, rk3, k),
-            ops.bincount(idx, oob.to(xp.float32) if ops.torch else oob.astype(xp.float32), k),
-        ]
+        ops.bincount_many(
+            idx,
+            [
+                one,
+                d,
+                xp.abs(d),
+                k3,
+                rk3,
+                oob.to(xp.float32) if ops.torch else oob.astype(xp.float32),
+            ],
+            k,
+        )
     )
     names = ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob")
     return {
