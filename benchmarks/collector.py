@@ -42,7 +42,8 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {threads} threads"
 
 
 def timed(fn: Any, repeats: int) -> float:

@@ -1,0 +1,182 @@
+"""The delivery worker: drains the outbox into receivers, exactly once per message.
+
+A message is claimed with a lease (so replicas never send it twice at once), posted with its
+stable `webhook-id`, and marked delivered on 2xx. 4xx other than 408/429 is final and recorded;
+5xx, timeouts and refused connections are retried with exponential backoff and jitter until the
+message is `max_age_s` old. A restart picks up whatever was not delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from server.alarms import signing
+from server.alarms import tables as t
+from server.alarms.outbound import UnsafeTarget, check_url
+from server.storage.db import Database
+
+log = logging.getLogger("mismatch_monitor.alarms")
+
+
+def backoff(attempts: int, *, base: float = 0.5, cap: float = 60.0) -> float:
+    return float(min(cap, base * 2 ** max(0, attempts - 1)) * (0.5 + random.random()))
+
+
+class DeliveryWorker:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        allow_private: bool,
+        max_age_s: float = 24 * 3600,
+        interval_s: float = 0.1,
+        timeout_s: float = 5.0,
+        ticks: list[Callable[[], None]] | None = None,
+    ) -> None:
+        self.db = db
+        self.allow_private = allow_private
+        self.max_age_s = max_age_s
+        self.interval_s = interval_s
+        self.client = httpx.Client(timeout=timeout_s)
+        self.ticks = ticks or []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._loop, name="mismatch-alarm-delivery", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.client.close()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        last_tick = 0.0
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() - last_tick > 2.0:
+                    last_tick = time.monotonic()
+                    for tick in self.ticks:
+                        tick()
+                while self.deliver_due():
+                    pass
+            except Exception:
+                log.exception("alarm delivery loop error")
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+
+    def deliver_due(self, now: float | None = None) -> int:
+        """Send every message that is due; returns how many were attempted."""
+        now = time.time() if now is None else now
+        o = t.outbox.c
+        with self.db.write() as conn:
+            rows = conn.execute(
+                sa.select(t.outbox, t.receivers.c.url, t.receivers.c.secret)
+                .select_from(
+                    t.outbox.join(t.receivers, t.receivers.c.id == o.receiver_id, isouter=True)
+                )
+                .where(
+                    o.delivered_at.is_(None),
+                    o.gave_up_at.is_(None),
+                    o.next_attempt_at <= now,
+                    sa.or_(o.lease_until.is_(None), o.lease_until < now),
+                )
+                .order_by(o.created_at)
+                .limit(50)
+            ).all()
+            if rows:
+                conn.execute(
+                    sa.update(t.outbox)
+                    .where(o.id.in_([r.id for r in rows]))
+                    .values(lease_until=now + 60)
+                )
+        for row in rows:
+            self._send(row._mapping, now)
+        return len(rows)
+
+    def _send(self, row: Any, now: float) -> None:
+        o = t.outbox.c
+        update: dict[str, Any] = {"attempts": row["attempts"] + 1, "lease_until": None}
+        if row["url"] is None:
+            update.update(gave_up_at=now, last_error="receiver deleted")
+        else:
+            body = row["body"].encode()
+            stamp = int(time.time())
+            try:
+                check_url(row["url"], allow_private=self.allow_private)
+                response = self.client.post(
+                    row["url"],
+                    content=body,
+                    headers=signing.headers(row["secret"], row["id"], stamp, body),
+                )
+                status = response.status_code
+                update["last_status"] = status
+                if 200 <= status < 300:
+                    update["delivered_at"] = time.time()
+                elif 400 <= status < 500 and status not in (408, 429):
+                    update.update(gave_up_at=time.time(), last_error=f"receiver answered {status}")
+                else:
+                    update["last_error"] = f"receiver answered {status}"
+            except UnsafeTarget as exc:
+                update.update(gave_up_at=time.time(), last_error=str(exc))
+            except httpx.HTTPError as exc:
+                update["last_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        if "delivered_at" not in update and "gave_up_at" not in update:
+            if now - row["created_at"] > self.max_age_s:
+                update["gave_up_at"] = time.time()
+            else:
+                update["next_attempt_at"] = time.time() + backoff(update["attempts"])
+        with self.db.write() as conn:
+            conn.execute(sa.update(t.outbox).where(o.id == row["id"]).values(**update))
+
+    def send_test(self, receiver: dict[str, Any]) -> int:
+        """A signed test message straight to a receiver (not through the outbox)."""
+        check_url(receiver["url"], allow_private=self.allow_private)
+        from server.alarms.payloads import render
+
+        event = {
+            "type": "alert.test",
+            "state": "test",
+            "severity": "info",
+            "rule": "test",
+            "rule_id": "test",
+            "project": receiver["project"],
+            "run": "test",
+            "metric": "k3_kl",
+            "source": "trainer",
+            "step": 0,
+            "value": 0.0,
+            "threshold": 0.0,
+            "started_at": None,
+            "resolved_at": None,
+            "linked_alert_id": None,
+            "url": "",
+        }
+        import json
+        import uuid
+
+        body = json.dumps(render(receiver["format"], event)).encode()
+        msg_id = f"msg_test_{uuid.uuid4().hex[:12]}"
+        response = self.client.post(
+            receiver["url"],
+            content=body,
+            headers=signing.headers(receiver["secret"], msg_id, int(time.time()), body),
+        )
+        return response.status_code

@@ -1,0 +1,328 @@
+"""The alarm service: evaluates newly stored values as they are ingested.
+
+Per-series state lives in memory, indexed for O(1) work per value (rules are looked up by project
+and metric), and is written to the database every couple of seconds and at shutdown, so it
+survives restarts. Transitions (an alert firing or resolving) are written at once, with their
+outbox messages, in one transaction; delivery happens off the request path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from server.alarms import payloads
+from server.alarms.rules import Rule, evaluate
+from server.alarms.state import Transition, advance
+from server.alarms.store import AlarmStore
+from server.storage.writes import WriteResult
+
+log = logging.getLogger("mismatch_monitor.alarms")
+
+Key = tuple[str, str]
+
+
+class AlarmService:
+    def __init__(self, store: AlarmStore, *, base_url: str) -> None:
+        self.store = store
+        self.base_url = base_url
+        self._lock = threading.RLock()
+        self._index: dict[str, dict[str, list[Rule]]] = {}
+        self._rules: dict[str, Rule] = {}
+        self._states: dict[Key, dict[str, Any]] = store.load_states()
+        self._dirty: set[Key] = set()
+        self._silences: list[dict[str, Any]] = []
+        self._receivers: dict[str, list[dict[str, Any]]] = {}
+        self._loaded_at = 0.0
+        self.reload()
+
+    # -- configuration ------------------------------------------------------------------------
+    def reload(self) -> None:
+        """Re-read rules, silences and receivers (after a change, and periodically)."""
+        rules = self.store.rules()
+        index: dict[str, dict[str, list[Rule]]] = defaultdict(lambda: defaultdict(list))
+        for rule in rules:
+            if not rule.enabled or rule.kind == "stalled":
+                continue
+            if rule.kind == "precursor":
+                names = [rule.params.get("trigger_metric", "k3_kl"), *rule.params.get("follow", [])]
+            else:
+                names = list(rule.params.get("metrics") or [rule.metric])
+            for name in names:
+                index[rule.project][name].append(rule)
+        receivers: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for receiver in self.store.receivers():
+            receivers[receiver["project"]].append(receiver)
+        with self._lock:
+            self._rules = {r.id: r for r in rules}
+            self._index = {p: dict(m) for p, m in index.items()}
+            self._silences = self.store.silences(active_at=time.time())
+            self._receivers = dict(receivers)
+            known = set(self._rules)
+            for key in [k for k in self._states if k[0] not in known]:
+                del self._states[key]
+            self._loaded_at = time.monotonic()
+
+    def ensure_defaults(self, project: str) -> None:
+        if self.store.seed_defaults(project):
+            self.reload()
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def on_ingested(self, result: WriteResult) -> None:
+        for project in result.new_projects:
+            self.ensure_defaults(project)
+        if time.monotonic() - self._loaded_at > 10:
+            self.reload()  # rules changed on another replica
+        fired: list[tuple[Rule, str, Any, str, Transition]] = []
+        now = time.time()
+        with self._lock:
+            for rec in result.stored:
+                by_metric = self._index.get(rec.project)
+                if not by_metric:
+                    continue
+                for metric, value in rec.metrics.items():
+                    for rule in by_metric.get(metric, ()):
+                        if not rule.matches(
+                            project=rec.project,
+                            run_id=rec.run_id,
+                            labels=rec.labels,
+                            source=rec.source,
+                            gpu=rec.gpu,
+                            metric=metric,
+                        ):
+                            continue
+                        series = f"{rec.run_id}|{rec.source}|{rec.actor}"
+                        if rule.kind != "precursor":
+                            series += f"|{metric}"
+                        key = (rule.id, series)
+                        st = self._states.setdefault(key, {})
+                        verdict = evaluate(
+                            rule, st.setdefault("eval", {}), float(value), metric, rec.step
+                        )
+                        if rule.kind == "precursor" and metric == rule.params.get(
+                            "trigger_metric", "k3_kl"
+                        ):
+                            self._dirty.add(key)
+                            continue
+                        transition = advance(
+                            st,
+                            verdict.breach,
+                            step=rec.step,
+                            value=verdict.value,
+                            threshold=verdict.threshold,
+                            now=now,
+                            for_steps=int(rule.params.get("for_steps", 1)),
+                            resolve_steps=int(rule.params.get("resolve_steps", 3)),
+                            repeat_s=float(rule.params.get("repeat_s", 0)),
+                            cooldown_s=float(rule.params.get("cooldown_s", 0)),
+                        )
+                        self._dirty.add(key)
+                        if transition is not None:
+                            fired.append((rule, series, rec, metric, transition))
+        if fired:
+            self._record(fired, now)
+
+    def check_stalled(self, runs: list[Any], now: float | None = None) -> None:
+        """Timer-driven: runs that went quiet while live fire their project's stalled rule."""
+        now = time.time() if now is None else now
+        fired = []
+        with self._lock:
+            stalled_rules = [r for r in self._rules.values() if r.kind == "stalled" and r.enabled]
+            for rule in stalled_rules:
+                limit = float(rule.params.get("seconds", 300))
+                for run in runs:
+                    if (
+                        run.project != rule.project
+                        or run.last_seen is None
+                        or run.status in ("finished", "failed")
+                    ):
+                        continue
+                    quiet = now - run.last_seen
+                    if quiet > 24 * 3600:
+                        continue
+                    key = (rule.id, f"{run.id}|stalled")
+                    st = self._states.setdefault(key, {})
+                    step = run.last_step or 0
+                    transition = advance(
+                        st,
+                        quiet > limit,
+                        step=step,
+                        value=quiet,
+                        threshold=limit,
+                        now=now,
+                        resolve_steps=1,
+                    )
+                    self._dirty.add(key)
+                    if transition is not None:
+                        rec = type(
+                            "Rec",
+                            (),
+                            {
+                                "run_id": run.id,
+                                "project": run.project,
+                                "labels": run.labels,
+                                "source": None,
+                                "actor": None,
+                                "step": step,
+                            },
+                        )()
+                        fired.append((rule, key[1], rec, "last_seen_age_s", transition))
+        if fired:
+            self._record(fired, now)
+
+    def _silenced(self, rule: Rule, rec: Any, now: float) -> bool:
+        for s in self._silences:
+            if s["until"] <= now or s["project"] != rule.project:
+                continue
+            if s["rule_id"] and s["rule_id"] != rule.id:
+                continue
+            if s["run_id"] and s["run_id"] != rec.run_id:
+                continue
+            if s["label"]:
+                key, _, value = s["label"].partition("=")
+                if key not in rec.labels or (value and rec.labels[key] != value):
+                    continue
+            return True
+        return False
+
+    def _record(self, fired: list[tuple[Rule, str, Any, str, Transition]], now: float) -> None:
+        opened, closed, messages = [], [], []
+        for rule, series, rec, metric, tr in fired:
+            st = self._states[(rule.id, series)]
+            silenced = self._silenced(rule, rec, now)
+            if tr.kind == "firing":
+                alert = {
+                    "id": f"al_{uuid.uuid4().hex[:16]}",
+                    "rule_id": rule.id,
+                    "rule_name": rule.name,
+                    "project": rule.project,
+                    "run_id": rec.run_id,
+                    "metric": metric,
+                    "source": rec.source,
+                    "actor": rec.actor,
+                    "severity": rule.severity,
+                    "state": "firing",
+                    "step": tr.step,
+                    "value": tr.value,
+                    "threshold": tr.threshold,
+                    "started_at": now,
+                    "resolved_at": None,
+                    "resolved_step": None,
+                    "linked_alert_id": self._linked(rule, rec.run_id),
+                    "silenced": silenced,
+                }
+                st["alert_id"] = alert["id"]
+                opened.append(alert)
+            else:
+                alert_id = st.get("alert_id")
+                found = next((a for a in opened if a["id"] == alert_id), None) or (
+                    self.store.alert(alert_id) if alert_id else None
+                )
+                if found is None:
+                    continue
+                alert = found
+                if tr.kind == "resolved":
+                    alert = {
+                        **alert,
+                        "state": "resolved",
+                        "resolved_at": now,
+                        "resolved_step": tr.step,
+                        "step": tr.step,
+                        "value": tr.value,
+                    }
+                    closed.append(alert)
+            if not silenced and not alert.get("silenced"):
+                messages += self._messages(alert, tr.kind, now)
+        self.store.record(opened, closed, messages)
+        for alert in opened:
+            log.warning(
+                "alert %s firing: %s on %s/%s = %s at step %s",
+                alert["id"],
+                alert["rule_name"],
+                alert["run_id"],
+                alert["metric"],
+                alert["value"],
+                alert["step"],
+            )
+
+    def _linked(self, rule: Rule, run_id: str) -> str | None:
+        """A precursor alert points at the vllm-kl alert that announced it."""
+        if rule.kind != "precursor":
+            return None
+        trigger = rule.params.get("trigger_metric", "k3_kl")
+        for key, st in self._states.items():
+            other = self._rules.get(key[0])
+            if (
+                other
+                and other.id != rule.id
+                and other.project == rule.project
+                and other.metric == trigger
+                and key[1].startswith(f"{run_id}|")
+                and st.get("alert_id")
+            ):
+                return str(st["alert_id"])
+        return None
+
+    def _messages(self, alert: dict[str, Any], transition: str, now: float) -> list[dict[str, Any]]:
+        event = payloads.event(alert, transition, self.base_url)
+        out = []
+        for receiver in self._receivers.get(alert["project"], []):
+            body = payloads.render(receiver["format"], event)
+            suffix = f"_{int(now)}" if transition == "repeat" else ""
+            out.append(
+                {
+                    "id": f"msg_{alert['id']}_{transition}{suffix}_{receiver['id']}",
+                    "receiver_id": receiver["id"],
+                    "body": json.dumps(body),
+                    "created_at": now,
+                    "attempts": 0,
+                    "next_attempt_at": now,
+                    "lease_until": None,
+                    "delivered_at": None,
+                    "gave_up_at": None,
+                    "last_status": None,
+                    "last_error": None,
+                }
+            )
+        return out
+
+    # -- persistence ----------------------------------------------------------------------
+    def flush_states(self) -> None:
+        with self._lock:
+            dirty = {
+                k: json.loads(json.dumps(self._states[k], default=_finite))
+                for k in self._dirty
+                if k in self._states
+            }
+            self._dirty.clear()
+        try:
+            self.store.save_states(dirty)
+        except Exception:
+            log.exception("could not save alarm states")
+            with self._lock:
+                self._dirty.update(dirty)
+
+    # -- what the dashboard shows ---------------------------------------------------------
+    def firing_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for alert in self.store.alerts(state="firing", limit=10_000):
+            counts[alert["run_id"]] += 1
+        return dict(counts)
+
+    def markers(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            {"step": a["step"], "rule": a["rule_name"], "state": a["state"]}
+            for a in self.store.alerts(run_id=run_id, limit=200)
+        ]
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)

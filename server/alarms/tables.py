@@ -1,0 +1,94 @@
+"""Alarm tables, on the storage layer's metadata (migration 0002 builds them)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from server.storage.tables import metadata
+
+F = sa.Float(53)
+
+rules = sa.Table(
+    "alarm_rules",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("project", sa.String(128), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("metric", sa.String(200), nullable=False),
+    sa.Column("source", sa.String(16), nullable=True),
+    sa.Column("run_id", sa.String(128), nullable=True),
+    sa.Column("label", sa.String(300), nullable=True),
+    sa.Column("gpu", sa.String(200), nullable=True),
+    sa.Column("severity", sa.String(16), nullable=False),
+    sa.Column("params", sa.Text, nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("updated_at", F, nullable=False),
+)
+receivers = sa.Table(
+    "alarm_receivers",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("project", sa.String(128), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("format", sa.String(16), nullable=False),
+    sa.Column("secret", sa.Text, nullable=True),
+    sa.Column("created_at", F, nullable=False),
+)
+silences = sa.Table(
+    "alarm_silences",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("project", sa.String(128), nullable=False),
+    sa.Column("rule_id", sa.String(64), nullable=True),
+    sa.Column("run_id", sa.String(128), nullable=True),
+    sa.Column("label", sa.String(300), nullable=True),
+    sa.Column("until", F, nullable=False),
+    sa.Column("comment", sa.Text, nullable=False),
+    sa.Column("created_at", F, nullable=False),
+)
+states = sa.Table(
+    "alarm_states",
+    metadata,
+    sa.Column("rule_id", sa.String(64), primary_key=True),
+    sa.Column("series", sa.String(600), primary_key=True),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("updated_at", F, nullable=False),
+)
+alerts = sa.Table(
+    "alerts",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("rule_id", sa.String(64), nullable=False),
+    sa.Column("rule_name", sa.String(200), nullable=False),
+    sa.Column("project", sa.String(128), nullable=False),
+    sa.Column("run_id", sa.String(128), nullable=False),
+    sa.Column("metric", sa.String(200), nullable=False),
+    sa.Column("source", sa.String(16), nullable=True),
+    sa.Column("actor", sa.String(128), nullable=True),
+    sa.Column("severity", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("step", sa.BigInteger, nullable=False),
+    sa.Column("value", F, nullable=False),
+    sa.Column("threshold", F, nullable=True),
+    sa.Column("started_at", F, nullable=False),
+    sa.Column("resolved_at", F, nullable=True),
+    sa.Column("resolved_step", sa.BigInteger, nullable=True),
+    sa.Column("linked_alert_id", sa.String(64), nullable=True),
+    sa.Column("silenced", sa.Boolean, nullable=False),
+)
+outbox = sa.Table(
+    "alarm_outbox",
+    metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("receiver_id", sa.String(64), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_at", F, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", F, nullable=False),
+    sa.Column("lease_until", F, nullable=True),
+    sa.Column("delivered_at", F, nullable=True),
+    sa.Column("gave_up_at", F, nullable=True),
+    sa.Column("last_status", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+)

@@ -1,0 +1,166 @@
+"""Alerts from a real server to a real local HTTP receiver: signed, retried, exactly once."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from server.alarms.signing import new_secret
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+
+class Receiver:
+    """A webhook endpoint that fails its first `fail_first` requests with 500."""
+
+    def __init__(self, port: int | None = None, fail_first: int = 0) -> None:
+        self.port = port or free_port()
+        self.fail_first = fail_first
+        self.seen: list[tuple[dict[str, str], bytes, int]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                status = 500 if len(outer.seen) < outer.fail_first else 200
+                outer.seen.append(({k.lower(): v for k, v in self.headers.items()}, body, status))
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def delivered(self) -> list[tuple[dict[str, str], dict[str, Any]]]:
+        return [(h, json.loads(b)) for h, b, s in self.seen if s == 200]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def wait_for(predicate: Any, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def k3_batch(run_id: str, steps: range, value: Any, with_run: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "records": [
+            {"run_id": run_id, "step": s, "source": "trainer", "metrics": {"k3_kl": value(s)}}
+            for s in steps
+        ]
+    }
+    if with_run:
+        body["run"] = {"id": run_id, "project": "p"}
+    return body
+
+
+def test_signed_retried_once_per_transition_with_resolved_notice(server_factory: Any) -> None:
+    receiver = Receiver(fail_first=3)
+    try:
+        server = server_factory()
+        secret = new_secret()
+        assert (
+            server.post(
+                "/api/v1/ingest",
+                k3_batch("r1", range(20), lambda s: 1e-3 * (1 + 0.01 * (s % 5)), with_run=True),
+            ).status_code
+            == 200
+        )
+        made = server.post(
+            "/api/v1/receivers", {"project": "p", "url": receiver.url, "secret": secret}
+        )
+        assert made.status_code == 201, made.text
+        # The spike: k3 jumps and stays up, then comes back down.
+        server.post("/api/v1/ingest", k3_batch("r1", range(20, 23), lambda s: 0.05))
+        assert wait_for(lambda: any(p["type"] == "alert.firing" for _, p in receiver.delivered()))
+        server.post("/api/v1/ingest", k3_batch("r1", range(23, 30), lambda s: 1e-3))
+        assert wait_for(lambda: any(p["type"] == "alert.resolved" for _, p in receiver.delivered()))
+        time.sleep(1.5)  # anything duplicated would arrive by now
+        delivered = receiver.delivered()
+        ids = [h["webhook-id"] for h, _ in delivered]
+        assert len(ids) == len(set(ids)), "a message was delivered twice"
+        spike = [p for _, p in delivered if p["rule"] == "vllm-kl spike"]
+        assert [p["type"] for p in spike] == ["alert.firing", "alert.resolved"]
+        first = spike[0]
+        assert first["run"] == "r1" and first["metric"] == "k3_kl" and first["step"] == 20
+        assert first["value"] == pytest.approx(0.05) and first["threshold"] is not None
+        assert first["severity"] == "warning" and first["source"] == "trainer"
+        assert "/run?run=r1&metric=k3_kl&step_min=0&step_max=70" in first["url"]
+        # The failed attempts carried the same webhook-id as the delivery.
+        failed_ids = {h["webhook-id"] for h, _, s in receiver.seen if s == 500}
+        assert failed_ids <= set(ids)
+        verifier = Webhook(secret)
+        for headers, body, _ in receiver.seen:
+            verifier.verify(
+                body,
+                {
+                    "webhook-id": headers["webhook-id"],
+                    "webhook-timestamp": headers["webhook-timestamp"],
+                    "webhook-signature": headers["webhook-signature"],
+                },
+            )
+        alerts = server.query("/api/v1/alerts?run=r1")["data"]
+        assert {(a["rule_name"], a["state"]) for a in alerts} >= {("vllm-kl spike", "resolved")}
+    finally:
+        receiver.close()
+
+
+def test_server_killed_with_pending_outbox_delivers_once_after_restart(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    port = free_port()
+    server = server_factory(tmp_path / "outbox.duckdb")
+    server.post("/api/v1/ingest", k3_batch("r2", range(20), lambda s: 1e-3, with_run=True))
+    assert (
+        server.post(
+            "/api/v1/receivers",
+            {"project": "p", "url": f"http://127.0.0.1:{port}/hook", "format": "slack"},
+        ).status_code
+        == 201
+    )
+    server.post("/api/v1/ingest", k3_batch("r2", range(20, 22), lambda s: 0.05))
+    time.sleep(0.5)  # the receiver is down: the message waits in the outbox
+    server.kill()
+    receiver = Receiver(port=port)
+    try:
+        restarted = server_factory(tmp_path / "outbox.duckdb")
+        assert wait_for(lambda: len(receiver.delivered()) >= 1, 60)
+        time.sleep(1.5)
+        bodies = [p for _, p in receiver.delivered()]
+        assert len(bodies) == 1
+        assert "vllm-kl spike" in bodies[0]["text"] and "firing" in bodies[0]["text"]
+        assert restarted.query("/api/v1/alerts?state=firing")["count"] >= 1
+    finally:
+        receiver.close()
+
+
+def test_unsafe_receiver_targets_are_refused(server_factory: Any) -> None:
+    server = server_factory()
+    for url in (
+        "http://169.254.169.254/latest",
+        "http://metadata.google.internal/x",
+        "ftp://example/x",
+    ):
+        response = server.post("/api/v1/receivers", {"project": "p", "url": url})
+        assert response.status_code == 422, url
