@@ -50,31 +50,42 @@ class DeliveryWorker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ticker: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(
             target=self._loop, name="mismatch-alarm-delivery", daemon=True
         )
         self._thread.start()
+        # Housekeeping (state snapshots, stalled-run checks) runs on its own thread, so a slow
+        # tick never delays a delivery.
+        self._ticker = threading.Thread(
+            target=self._tick_loop, name="mismatch-alarm-ticks", daemon=True
+        )
+        self._ticker.start()
+
+    def _tick_loop(self) -> None:
+        while not self._stop.wait(2.0):
+            for tick in self.ticks:
+                try:
+                    tick()
+                except Exception:
+                    log.exception("alarm housekeeping failed")
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        for thread in (self._thread, self._ticker):
+            if thread is not None:
+                thread.join(10)
         self.client.close()
 
     def wake(self) -> None:
         self._wake.set()
 
     def _loop(self) -> None:
-        last_tick = 0.0
         while not self._stop.is_set():
             try:
-                if time.monotonic() - last_tick > 2.0:
-                    last_tick = time.monotonic()
-                    for tick in self.ticks:
-                        tick()
                 while self.deliver_due():
                     pass
             except Exception:

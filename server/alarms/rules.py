@@ -85,26 +85,35 @@ def threshold(p: dict[str, Any], st: dict[str, Any], value: float, *_: Any) -> V
 
 def spike(p: dict[str, Any], st: dict[str, Any], value: float, *_: Any) -> Verdict:
     """Robust z-score against the trailing median/MAD of `window` values, with an absolute floor
-    (value − median must exceed it) so a flat series does not fire on noise."""
+    (value − median must exceed it) so a flat series does not fire on noise.
+
+    The median and MAD of the window are refreshed every `refresh` values rather than on every
+    value: over 50 steps they barely move, and this keeps evaluation cheap on the ingest path."""
     window = int(p.get("window", 50))
     history: list[float] = st.setdefault("history", [])
     verdict = Verdict(False, value, None)
     if math.isfinite(value):
         if len(history) >= int(p.get("min_history", 10)):
-            med = _median(history)
-            if p.get("relative_below"):  # a collapse: far below the trailing median
-                bound = float(p["relative_below"]) * med
-                verdict = Verdict(value < bound, value, bound)
-            else:
-                mad = _median([abs(v - med) for v in history])
-                scale = max(1.4826 * mad, 1e-12)
-                limit = med + float(p.get("z", 6.0)) * scale
-                bound = max(limit, med + float(p.get("floor", 0.0)))
-                verdict = Verdict(value > bound, value, bound)
+            if "bound" not in st or st.get("age", 0) >= int(p.get("refresh", 5)):
+                st["bound"] = _bound(p, history)
+                st["age"] = 0
+            bound = st["bound"]
+            below = bool(p.get("relative_below"))
+            verdict = Verdict(value < bound if below else value > bound, value, bound)
         if not verdict.breach:
             history.append(value)  # a spike is not allowed to become the new normal at once
             del history[:-window]
+            st["age"] = st.get("age", 0) + 1
     return verdict
+
+
+def _bound(p: dict[str, Any], history: list[float]) -> float:
+    med = _median(history)
+    if p.get("relative_below"):  # a collapse: far below the trailing median
+        return float(p["relative_below"]) * med
+    mad = _median([abs(v - med) for v in history])
+    limit = med + float(p.get("z", 6.0)) * max(1.4826 * mad, 1e-12)
+    return max(limit, med + float(p.get("floor", 0.0)))
 
 
 def sustained(p: dict[str, Any], st: dict[str, Any], value: float, *_: Any) -> Verdict:

@@ -86,9 +86,14 @@ class AlarmService:
                 by_metric = self._index.get(rec.project)
                 if not by_metric:
                     continue
+                base = f"{rec.run_id}|{rec.source}|{rec.actor}"
                 for metric, value in rec.metrics.items():
-                    for rule in by_metric.get(metric, ()):
-                        if not rule.matches(
+                    rules = by_metric.get(metric)
+                    if not rules:
+                        continue
+                    for rule in rules:
+                        scoped = rule.run_id or rule.source or rule.gpu or rule.label
+                        if scoped and not rule.matches(
                             project=rec.project,
                             run_id=rec.run_id,
                             labels=rec.labels,
@@ -97,18 +102,14 @@ class AlarmService:
                             metric=metric,
                         ):
                             continue
-                        series = f"{rec.run_id}|{rec.source}|{rec.actor}"
-                        if rule.kind != "precursor":
-                            series += f"|{metric}"
-                        key = (rule.id, series)
-                        st = self._states.setdefault(key, {})
-                        verdict = evaluate(
-                            rule, st.setdefault("eval", {}), float(value), metric, rec.step
-                        )
-                        if rule.kind == "precursor" and metric == rule.params.get(
-                            "trigger_metric", "k3_kl"
-                        ):
-                            self._dirty.add(key)
+                        precursor = rule.kind == "precursor"
+                        key = (rule.id, base if precursor else f"{base}|{metric}")
+                        st = self._states.get(key)
+                        if st is None:
+                            st = self._states[key] = {"eval": {}}
+                        verdict = evaluate(rule, st["eval"], float(value), metric, rec.step)
+                        self._dirty.add(key)
+                        if precursor and metric == rule.params.get("trigger_metric", "k3_kl"):
                             continue
                         transition = advance(
                             st,
@@ -122,9 +123,8 @@ class AlarmService:
                             repeat_s=float(rule.params.get("repeat_s", 0)),
                             cooldown_s=float(rule.params.get("cooldown_s", 0)),
                         )
-                        self._dirty.add(key)
                         if transition is not None:
-                            fired.append((rule, series, rec, metric, transition))
+                            fired.append((rule, key[1], rec, metric, transition))
         if fired:
             self._record(fired, now)
 

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
 from typing import Any
 
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
+from server.storage import reads
+
+
+def _activity(db: Any) -> list[Any]:
+    """Runs with their last activity, without the heavier summary the runs page needs."""
+    with db.read() as conn:
+        rows = reads.run_rows(conn, limit=10_000)
+    return [
+        SimpleNamespace(
+            id=r.id,
+            project=r.project,
+            labels=json.loads(r.labels),
+            status=r.status,
+            last_seen=r.last_seen,
+            last_step=r.last_step,
+        )
+        for r in rows
+    ]
 
 
 def attach(services: Any) -> None:
@@ -19,7 +39,7 @@ def attach(services: Any) -> None:
         allow_private=services.settings.allow_private_targets,
         ticks=[
             service.flush_states,
-            lambda: service.check_stalled(services.query.list_runs(limit=5000)),
+            lambda: service.check_stalled(_activity(services.db)),
             service.reload,
         ],
     )
