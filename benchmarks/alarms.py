@@ -188,7 +188,8 @@ def main() -> None:
     p95 = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
     say(f"webhook latency over {len(lat)} alerts: p50 {p50:.0f} ms, p95 {p95:.0f} ms")
     say(
-        f"ingest with default pack: {with_alarms:,.0f} values/s; without alarms: {results['off']:,.0f}"
+        f"ingest with default pack: {with_alarms:,.0f} values/s; "
+        f"without alarms: {results['off']:,.0f}"
     )
     print(
         json.dumps(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,9 +23,26 @@ log = logging.getLogger("mismatch_monitor.collectors")
 class RunLike(Protocol):
     def update_config(self, config: Any) -> bool: ...
 
-    def log_metrics(self, step: int, metrics: Any, **kwargs: Any) -> bool: ...
+    def log_metrics(
+        self,
+        step: int,
+        metrics: Mapping[str, Any],
+        *,
+        source: str = ...,
+        actor: str | None = ...,
+        weight_version: int | None = ...,
+        gpu: str | None = ...,
+    ) -> bool: ...
 
-    def annotate(self, text: str, step: int | None = None, **kwargs: Any) -> bool: ...
+    def annotate(
+        self,
+        text: str,
+        step: int | None = ...,
+        *,
+        kind: str = ...,
+        source: str | None = ...,
+        actor: str | None = ...,
+    ) -> bool: ...
 
 
 @dataclass
@@ -175,10 +192,17 @@ class RolloutCollector:
     """Watches one vLLM engine for one run. Never raises into the rollout loop."""
 
     def __init__(
-        self, run: RunLike, llm: Any, actor: str = "actor-0", *, sampling_params: Any = None
+        self,
+        run: RunLike,
+        llm: Any,
+        actor: str = "actor-0",
+        *,
+        sampling_params: Any = None,
+        engine_config_override: dict[str, Any] | None = None,
     ) -> None:
         self.run = run
         self.llm = llm
+        self._override = engine_config_override
         self.actor = actor
         self.weight_version: int | None = None
         self.trainer_version: int | None = None
@@ -318,7 +342,7 @@ class RolloutCollector:
 
     def _refresh_config(self, step: int | None = None) -> dict[str, Any]:
         try:
-            config = engine_config(self.llm)
+            config = dict(self._override) if self._override is not None else engine_config(self.llm)
         except Exception as exc:
             log.debug("could not read the engine config: %r", exc)
             return getattr(self, "config", {})
