@@ -44,7 +44,7 @@ CANONICAL = (
 
 
 def start_server(
-    db: Path, *extra: str, env: dict[str, str] | None = None
+    db: Path, *extra: str, env: dict[str, str] | None = None, dashboard: bool = False
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
@@ -59,7 +59,7 @@ def start_server(
             str(port),
             "--log-level",
             "warning",
-            "--no-dashboard",
+            *([] if dashboard else ["--no-dashboard"]),
             *extra,
         ],
         cwd=ROOT,

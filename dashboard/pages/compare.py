@@ -27,7 +27,7 @@ METRICS = (
     "mult_prob_error",
     "ess_token",
 )
-DIVERGENCE_POINTS = 5000
+POINTS = 2000
 
 
 def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
@@ -170,19 +170,17 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
             except Exception:
                 continue
         names = {r: (f"{d.name} (reference)" if r == ref else d.name) for r, d in details.items()}
-        drawn = {r: dump(query.series(r, metric, max_points=1000).points) for r in details}
-        full = {
-            r: dump(query.series(r, metric, max_points=DIVERGENCE_POINTS).points) for r in details
-        }
+        # One fetch serves both the overlay and the divergence search (2,000 step buckets).
+        drawn = {r: dump(query.series(r, metric, max_points=POINTS).points) for r in details}
         divergence = {}
         rows = []
-        ref_pairs = [(p["step"], _value(p)) for p in full.get(ref, [])]
+        ref_pairs = [(p["step"], _value(p)) for p in drawn.get(ref, [])]
         for run_id in details:
             if run_id == ref:
                 continue
             step = first_divergence(
                 ref_pairs,
-                [(p["step"], _value(p)) for p in full[run_id]],
+                [(p["step"], _value(p)) for p in drawn[run_id]],
                 k=float(k or 3.0),
                 sustain=int(n or 5),
             )
