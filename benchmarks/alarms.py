@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,7 +28,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ingest import free_port, machine  # noqa: E402
+from benchmarks.common import free_port, machine, start_server  # noqa: E402
 
 CANONICAL = (
     "k3_kl",
@@ -41,40 +39,6 @@ CANONICAL = (
     "lag",
     "reward_mean",
 )
-
-
-def start_server(
-    db: Path, *extra: str, env: dict[str, str] | None = None, dashboard: bool = False
-) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "server.cli",
-            "serve",
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            *([] if dashboard else ["--no-dashboard"]),
-            *extra,
-        ],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start")
 
 
 class Receiver:

@@ -27,8 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.alarms import start_server  # noqa: E402
-from benchmarks.ingest import machine  # noqa: E402
+from benchmarks.common import machine, start_server  # noqa: E402
 from server.auth import OPEN  # noqa: E402
 from server.schemas.ingest import IngestIn  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +31,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import machine, start_server  # noqa: E402
 from server.auth import OPEN  # noqa: E402
 from server.schemas.ingest import IngestIn  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
@@ -43,18 +41,6 @@ from server.storage.db import Database, raw_duckdb  # noqa: E402
 
 STEPS_PER_BATCH = 64
 METRICS = 40
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def body(run_id: str, batch_index: int, actor: str) -> bytes:
@@ -72,43 +58,6 @@ def body(run_id: str, batch_index: int, actor: str) -> bytes:
         for step in range(start, start + STEPS_PER_BATCH)
     ]
     return json.dumps({"run": {"id": run_id}, "records": records}).encode()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_server(db: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "server.cli",
-            "serve",
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--no-dashboard",
-        ],
-        cwd=ROOT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start")
 
 
 def e2e(url: str, clients: int, batches: int, tag: str) -> float:
