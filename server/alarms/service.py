@@ -34,6 +34,7 @@ class AlarmService:
         self.base_url = base_url
         self._lock = threading.RLock()
         self._index: dict[str, dict[str, list[Rule]]] = {}
+        self._timing: dict[str, tuple[int, int, float, float]] = {}
         self._rules: dict[str, Rule] = {}
         self._states: dict[Key, dict[str, Any]] = store.load_states()
         self._dirty: set[Key] = set()
@@ -59,8 +60,18 @@ class AlarmService:
         receivers: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for receiver in self.store.receivers():
             receivers[receiver["project"]].append(receiver)
+        timing = {
+            r.id: (
+                int(r.params.get("for_steps", 1)),
+                int(r.params.get("resolve_steps", 3)),
+                float(r.params.get("repeat_s", 0)),
+                float(r.params.get("cooldown_s", 0)),
+            )
+            for r in rules
+        }
         with self._lock:
             self._rules = {r.id: r for r in rules}
+            self._timing = timing
             self._index = {p: dict(m) for p, m in index.items()}
             self._silences = self.store.silences(active_at=time.time())
             self._receivers = dict(receivers)
@@ -82,8 +93,9 @@ class AlarmService:
         fired: list[tuple[Rule, str, Any, str, Transition]] = []
         now = time.time()
         with self._lock:
+            index, timing, dirty, states = self._index, self._timing, self._dirty, self._states
             for rec in result.stored:
-                by_metric = self._index.get(rec.project)
+                by_metric = index.get(rec.project)
                 if not by_metric:
                     continue
                 base = f"{rec.run_id}|{rec.source}|{rec.actor}"
@@ -92,25 +104,25 @@ class AlarmService:
                     if not rules:
                         continue
                     for rule in rules:
-                        scoped = rule.run_id or rule.source or rule.gpu or rule.label
-                        if scoped and not rule.matches(
-                            project=rec.project,
-                            run_id=rec.run_id,
-                            labels=rec.labels,
-                            source=rec.source,
-                            gpu=rec.gpu,
-                            metric=metric,
+                        if (rule.source and rule.source != rec.source) or (
+                            (rule.run_id or rule.gpu or rule.label)
+                            and not rule.matches(project=rec.project, run_id=rec.run_id,
+                                                 labels=rec.labels, source=rec.source, gpu=rec.gpu,
+                                                 metric=metric)
                         ):
                             continue
                         precursor = rule.kind == "precursor"
                         key = (rule.id, base if precursor else f"{base}|{metric}")
-                        st = self._states.get(key)
+                        st = states.get(key)
                         if st is None:
-                            st = self._states[key] = {"eval": {}}
-                        verdict = evaluate(rule, st["eval"], float(value), metric, rec.step)
-                        self._dirty.add(key)
+                            st = states[key] = {"eval": {}}
+                        verdict = evaluate(rule, st["eval"], value, metric, rec.step)
+                        dirty.add(key)
                         if precursor and metric == rule.params.get("trigger_metric", "k3_kl"):
                             continue
+                        if not verdict.breach and st.get("status", "ok") == "ok" and not st.get("pending"):
+                            continue  # the common case: nothing to advance
+                        for_steps, resolve_steps, repeat_s, cooldown_s = timing[rule.id]
                         transition = advance(
                             st,
                             verdict.breach,
@@ -118,10 +130,10 @@ class AlarmService:
                             value=verdict.value,
                             threshold=verdict.threshold,
                             now=now,
-                            for_steps=int(rule.params.get("for_steps", 1)),
-                            resolve_steps=int(rule.params.get("resolve_steps", 3)),
-                            repeat_s=float(rule.params.get("repeat_s", 0)),
-                            cooldown_s=float(rule.params.get("cooldown_s", 0)),
+                            for_steps=for_steps,
+                            resolve_steps=resolve_steps,
+                            repeat_s=repeat_s,
+                            cooldown_s=cooldown_s,
                         )
                         if transition is not None:
                             fired.append((rule, key[1], rec, metric, transition))
