@@ -179,7 +179,10 @@ def series_figure(
         legend={"orientation": "h", "y": -0.18},
         yaxis={"type": "log" if log_y else "linear"},
         yaxis2={"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
-        xaxis={"title": "step" if x_axis == "step" else "time"},
+        xaxis={
+            "title": "step" if x_axis == "step" else "time",
+            **({"tickformat": ",d"} if x_axis == "step" else {}),
+        },
         template="plotly_white",
         uirevision=title,
     )

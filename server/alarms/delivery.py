@@ -37,7 +37,7 @@ class DeliveryWorker:
         *,
         allow_private: bool,
         max_age_s: float = 24 * 3600,
-        interval_s: float = 0.1,
+        interval_s: float = 1.0,
         timeout_s: float = 5.0,
         ticks: list[Callable[[], None]] | None = None,
     ) -> None:
@@ -97,18 +97,22 @@ class DeliveryWorker:
         """Send every message that is due; returns how many were attempted."""
         now = time.time() if now is None else now
         o = t.outbox.c
+        due = sa.and_(
+            o.delivered_at.is_(None),
+            o.gave_up_at.is_(None),
+            o.next_attempt_at <= now,
+            sa.or_(o.lease_until.is_(None), o.lease_until < now),
+        )
+        with self.db.read() as conn:  # a cheap look first: no write lock when nothing is due
+            if conn.execute(sa.select(o.id).where(due).limit(1)).first() is None:
+                return 0
         with self.db.write() as conn:
             rows = conn.execute(
                 sa.select(t.outbox, t.receivers.c.url, t.receivers.c.secret)
                 .select_from(
                     t.outbox.join(t.receivers, t.receivers.c.id == o.receiver_id, isouter=True)
                 )
-                .where(
-                    o.delivered_at.is_(None),
-                    o.gave_up_at.is_(None),
-                    o.next_attempt_at <= now,
-                    sa.or_(o.lease_until.is_(None), o.lease_until < now),
-                )
+                .where(due)
                 .order_by(o.created_at)
                 .limit(50)
             ).all()

@@ -41,6 +41,7 @@ class AlarmService:
         self._silences: list[dict[str, Any]] = []
         self._receivers: dict[str, list[dict[str, Any]]] = {}
         self._loaded_at = 0.0
+        self.transitions = 0
         self.reload()
 
     # -- configuration ------------------------------------------------------------------------
@@ -106,9 +107,14 @@ class AlarmService:
                     for rule in rules:
                         if (rule.source and rule.source != rec.source) or (
                             (rule.run_id or rule.gpu or rule.label)
-                            and not rule.matches(project=rec.project, run_id=rec.run_id,
-                                                 labels=rec.labels, source=rec.source, gpu=rec.gpu,
-                                                 metric=metric)
+                            and not rule.matches(
+                                project=rec.project,
+                                run_id=rec.run_id,
+                                labels=rec.labels,
+                                source=rec.source,
+                                gpu=rec.gpu,
+                                metric=metric,
+                            )
                         ):
                             continue
                         precursor = rule.kind == "precursor"
@@ -120,7 +126,11 @@ class AlarmService:
                         dirty.add(key)
                         if precursor and metric == rule.params.get("trigger_metric", "k3_kl"):
                             continue
-                        if not verdict.breach and st.get("status", "ok") == "ok" and not st.get("pending"):
+                        if (
+                            not verdict.breach
+                            and st.get("status", "ok") == "ok"
+                            and not st.get("pending")
+                        ):
                             continue  # the common case: nothing to advance
                         for_steps, resolve_steps, repeat_s, cooldown_s = timing[rule.id]
                         transition = advance(
@@ -139,6 +149,7 @@ class AlarmService:
                             fired.append((rule, key[1], rec, metric, transition))
         if fired:
             self._record(fired, now)
+            self.transitions += len(fired)
 
     def check_stalled(self, runs: list[Any], now: float | None = None) -> None:
         """Timer-driven: runs that went quiet while live fire their project's stalled rule."""

@@ -46,8 +46,10 @@ def attach(services: Any) -> None:
 
     class _Listener:
         def on_ingested(self, result: Any) -> None:
+            before = service.transitions
             service.on_ingested(result)
-            worker.wake()
+            if service.transitions != before:
+                worker.wake()  # something to deliver: do not wait for the next poll
 
     services.ingest.listeners.append(_Listener())
     services.extras["alarm_service"] = service
