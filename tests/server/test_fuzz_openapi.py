@@ -7,6 +7,7 @@ operation gets its own Hypothesis run, driven from a plain test.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from tests.factories import batch
 
 
 @pytest.fixture(scope="module")
-def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from fastapi.testclient import TestClient
 
     db = Path(tmp_path_factory.mktemp("fuzz")) / "fuzz.duckdb"
@@ -31,7 +32,13 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with TestClient(app) as client:
         # Some data so reads of an existing run exercise real queries too.
         client.post("/api/v1/ingest", json=batch("fuzz-run", range(20)))
-    return schemathesis.openapi.from_asgi("/openapi.json", app)
+    yield schemathesis.openapi.from_asgi("/openapi.json", app)
+    # The calls above run without the app's lifespan: stop its threads and close the database.
+    services = app.state.services
+    for stop in services.extras.get("stop", []):
+        stop()
+    services.ingest.close()
+    services.db.dispose()
 
 
 @pytest.mark.slow
