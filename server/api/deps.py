@@ -12,10 +12,6 @@ from server.services.query import QueryService
 from server.services.tokens import TokenService, require_scope
 
 
-def _services(request: Request) -> object:
-    return request.app.state.services
-
-
 def get_query(request: Request) -> QueryService:
     return request.app.state.services.query  # type: ignore[no-any-return]
 
