@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 from server.alarms import payloads
@@ -40,7 +41,6 @@ class AlarmService:
         self._dirty: set[Key] = set()
         self._silences: list[dict[str, Any]] = []
         self._receivers: dict[str, list[dict[str, Any]]] = {}
-        self._loaded_at = 0.0
         self.transitions = 0
         self.reload()
 
@@ -79,7 +79,6 @@ class AlarmService:
             known = set(self._rules)
             for key in [k for k in self._states if k[0] not in known]:
                 del self._states[key]
-            self._loaded_at = time.monotonic()
 
     def ensure_defaults(self, project: str) -> None:
         if self.store.seed_defaults(project):
@@ -89,8 +88,8 @@ class AlarmService:
     def on_ingested(self, result: WriteResult) -> None:
         for project in result.new_projects:
             self.ensure_defaults(project)
-        if time.monotonic() - self._loaded_at > 10:
-            self.reload()  # rules changed on another replica
+        # Rules changed on another replica arrive with the delivery worker's periodic reload,
+        # not here: nothing but evaluation runs on the ingest path.
         fired: list[tuple[Rule, str, Any, str, Transition]] = []
         now = time.time()
         with self._lock:
@@ -183,18 +182,14 @@ class AlarmService:
                     )
                     self._dirty.add(key)
                     if transition is not None:
-                        rec = type(
-                            "Rec",
-                            (),
-                            {
-                                "run_id": run.id,
-                                "project": run.project,
-                                "labels": run.labels,
-                                "source": None,
-                                "actor": None,
-                                "step": step,
-                            },
-                        )()
+                        rec = SimpleNamespace(
+                            run_id=run.id,
+                            project=run.project,
+                            labels=run.labels,
+                            source=None,
+                            actor=None,
+                            step=step,
+                        )
                         fired.append((rule, key[1], rec, "last_seen_age_s", transition))
         if fired:
             self._record(fired, now)
