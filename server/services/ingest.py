@@ -5,7 +5,7 @@ ingest that is already committed: it is logged.
 On DuckDB, whose writes are serialised anyway, concurrent batches are committed together by one
 writer thread ("group commit"): each batch still succeeds or fails alone — if any batch of a
 group fails, the group is rolled back and its batches are retried one transaction each — but the
-fixed cost of a transaction is shared when many clients post at once.
+fixed cost of a transaction and of each statement is shared when many clients post at once.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
+from sqlalchemy.engine import Connection
+
 from server.auth import Principal
 from server.errors import Forbidden
 from server.schemas.ingest import IngestIn, IngestOut
 from server.storage.db import Database
-from server.storage.writes import DEFAULT_PROJECT, WriteResult, write_batch
+from server.storage.writes import DEFAULT_PROJECT, BatchWrite, WriteResult, write_batches
 
 log = logging.getLogger("mismatch_monitor.ingest")
 
@@ -80,18 +82,20 @@ class IngestService:
 
     def _write_one(self, job: _Job) -> WriteResult:
         with self._db.write() as conn:
-            return self._write(conn, job)
+            return self._write(conn, [job])[0]
 
-    def _write(self, conn: object, job: _Job) -> WriteResult:
-        return write_batch(
-            conn,  # type: ignore[arg-type]
-            self._db,
-            run=job.batch.run,
-            records=job.batch.records,
-            annotations=job.batch.annotations,
-            default_project=job.default_project,
-            allowed_projects=job.allowed,
-        )
+    def _write(self, conn: Connection, jobs: list[_Job]) -> list[WriteResult]:
+        batches = [
+            BatchWrite(
+                job.batch.run,
+                job.batch.records,
+                job.batch.annotations,
+                job.default_project,
+                job.allowed,
+            )
+            for job in jobs
+        ]
+        return write_batches(conn, self._db, batches)
 
     def close(self) -> None:
         """Stop the writer thread after the batches already queued."""
@@ -140,7 +144,7 @@ class IngestService:
         if len(group) > 1:
             try:
                 with self._db.write() as conn:
-                    results = [self._write(conn, job) for job in group]
+                    results = self._write(conn, group)
             except Exception:
                 log.debug("group of %d failed; retrying its batches one by one", len(group))
             else:

@@ -68,8 +68,18 @@ class WriteResult:
     annotations: int = 0
     values: int = 0
     stored: list[StoredRecord] = field(default_factory=list)
-    runs: dict[str, RunRow] = field(default_factory=dict)
     new_projects: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BatchWrite:
+    """One client batch with the rights of the token that sent it."""
+
+    run: RunIn | None
+    records: Sequence[RecordIn]
+    annotations: Sequence[AnnotationIn] = ()
+    default_project: str = DEFAULT_PROJECT
+    allowed_projects: frozenset[str] | None = None
 
 
 @dataclass
@@ -103,14 +113,50 @@ def write_batch(
     `allowed_projects` (None: any) is checked for every run the batch touches, so a token of one
     project can never write into another project's run.
     """
+    batch = BatchWrite(run, records, annotations, default_project, allowed_projects)
+    return write_batches(conn, db, [batch], now=now)[0]
+
+
+def write_batches(
+    conn: Connection, db: Database, batches: Sequence[BatchWrite], *, now: float | None = None
+) -> list[WriteResult]:
+    """Store several batches in the caller's transaction with one statement per table.
+
+    The outcome is what writing them one after another would give (a key sent by two batches is
+    new for the first and a duplicate for the second), but the fixed cost of each statement is
+    paid once for the group. Any invalid batch raises and the caller's transaction stores nothing.
+    """
     now = _time.time() if now is None else now
+    wanted: set[str] = set()
+    for batch in batches:
+        wanted |= {r.run_id for r in batch.records} | {a.run_id for a in batch.annotations}
+        if batch.run is not None:
+            wanted.add(batch.run.id)
+    runs = _load_runs(conn, wanted)
+    results = [_check_batch(conn, batch, runs, now) for batch in batches]
+    merged = [_merge(batch.records, now) for batch in batches]
+    if any(merged):
+        _write_records(conn, db, runs, merged, results)
+    for batch, result in zip(batches, results, strict=True):
+        if batch.annotations:
+            result.annotations = _write_annotations(conn, runs, batch.annotations, now)
+    _touch_runs(conn, runs, merged, now)
+    return results
+
+
+def _check_batch(
+    conn: Connection, batch: BatchWrite, runs: dict[str, RunRow], now: float
+) -> WriteResult:
+    """Create or update the batch's run, then check every run it names exists and may be written.
+
+    Runs are checked in batch order, so a batch naming a run that only a later batch creates
+    fails as it would alone."""
     result = WriteResult()
-    run_ids = {r.run_id for r in records} | {a.run_id for a in annotations}
+    run = batch.run
+    run_ids = {r.run_id for r in batch.records} | {a.run_id for a in batch.annotations}
     if run is not None:
         run_ids.add(run.id)
-    runs = _load_runs(conn, run_ids)
-    if run is not None:
-        runs[run.id] = _upsert_run(conn, run, runs.get(run.id), default_project, now)
+        runs[run.id] = _upsert_run(conn, run, runs.get(run.id), batch.default_project, now)
         if runs[run.id].created and _ensure_project(conn, runs[run.id].project, now):
             result.new_projects.append(runs[run.id].project)
     missing = sorted(run_ids - runs.keys())
@@ -121,18 +167,10 @@ def write_batch(
             '"records": [...]}) to create it',
             detail={"unknown_runs": missing},
         )
-    if allowed_projects is not None:
-        for row in runs.values():
-            if row.project not in allowed_projects:
-                raise _forbidden(row)
-    result.runs = runs
-
-    merged = _merge(records, now)
-    if merged:
-        _write_records(conn, db, runs, merged, result)
-    if annotations:
-        result.annotations = _write_annotations(conn, runs, annotations, now)
-    _touch_runs(conn, runs, merged, now)
+    if batch.allowed_projects is not None:
+        for run_id in run_ids:
+            if runs[run_id].project not in batch.allowed_projects:
+                raise _forbidden(runs[run_id])
     return result
 
 
@@ -253,12 +291,26 @@ def _write_records(
     conn: Connection,
     db: Database,
     runs: dict[str, RunRow],
-    merged: dict[tuple[str, str, str, int], _Merged],
-    result: WriteResult,
+    merged: list[dict[tuple[str, str, str, int], _Merged]],
+    results: list[WriteResult],
 ) -> None:
+    """Append the step records and values of every batch; count each batch's outcome.
+
+    The first batch that names a key owns its step record. A key named by several batches of
+    the group is tracked value by value, so the later batches store only what is still missing.
+    """
+    owners: dict[RecordKey, _Merged] = {}
+    shared: set[RecordKey] = set()
+    for part in merged:
+        for m in part.values():
+            key = (runs[m.run_id].pk, m.source, m.actor, m.step)
+            if key in owners:
+                shared.add(key)
+            else:
+                owners[key] = m
     rows = [
         {
-            "run_pk": runs[m.run_id].pk,
+            "run_pk": key[0],
             "source": m.source,
             "actor": m.actor,
             "step": m.step,
@@ -266,21 +318,25 @@ def _write_records(
             "gpu": m.gpu,
             "weight_version": m.weight_version,
         }
-        for m in merged.values()
+        for key, m in owners.items()
     ]
     new_keys = _insert_step_records(conn, db, rows)
-
     series_ids = _series_ids(
         conn,
         db,
         {
             (runs[m.run_id].pk, m.source, m.actor, name)
-            for m in merged.values()
+            for part in merged
+            for m in part.values()
             for name in m.metrics
         },
     )
     old = [
-        m for m in merged.values() if (runs[m.run_id].pk, m.source, m.actor, m.step) not in new_keys
+        m
+        for part in merged
+        for m in part.values()
+        if (key := (runs[m.run_id].pk, m.source, m.actor, m.step)) not in new_keys
+        or owners[key] is not m
     ]
     stored_pairs = _stored_pairs(conn, series_ids, runs, old) if old else set()
     old_bucket_keys = _stored_bucket_keys(conn, runs, old) if old else set()
@@ -289,47 +345,54 @@ def _write_records(
     step_col: list[int] = []
     value_col: list[float] = []
     bucket_rows: list[dict[str, Any]] = []
-    for m in merged.values():
-        run = runs[m.run_id]
-        key = (run.pk, m.source, m.actor, m.step)
-        is_new = key in new_keys
-        fresh: dict[str, float] = {}
-        for name, value in m.metrics.items():
-            sid = series_ids[(run.pk, m.source, m.actor, name)]
-            if not is_new and (sid, m.step) in stored_pairs:
-                continue
-            sid_col.append(sid)
-            step_col.append(m.step)
-            value_col.append(value)
-            fresh[name] = value
-        added_buckets = False
-        for table in m.buckets:
-            if not is_new and (key, table.basis) in old_bucket_keys:
-                continue
-            bucket_rows.extend(_bucket_rows(key, table))
-            added_buckets = True
-        if is_new or fresh or added_buckets:
-            result.accepted += 1
-        else:
-            result.duplicates += 1
-        if fresh:
-            result.stored.append(
-                StoredRecord(
-                    m.run_id,
-                    run.project,
-                    run.labels,
-                    m.source,
-                    m.actor,
-                    m.step,
-                    m.time,
-                    m.gpu,
-                    m.weight_version,
-                    fresh,
+    for part, result in zip(merged, results, strict=True):
+        before = len(value_col)
+        for m in part.values():
+            run = runs[m.run_id]
+            key = (run.pk, m.source, m.actor, m.step)
+            is_new = key in new_keys and owners[key] is m
+            track = key in shared
+            fresh: dict[str, float] = {}
+            for name, value in m.metrics.items():
+                pair = (series_ids[(run.pk, m.source, m.actor, name)], m.step)
+                if not is_new and pair in stored_pairs:
+                    continue
+                if track:
+                    stored_pairs.add(pair)  # later batches of the group see it as stored
+                sid_col.append(pair[0])
+                step_col.append(m.step)
+                value_col.append(value)
+                fresh[name] = value
+            added_buckets = False
+            for table in m.buckets:
+                if not is_new and (key, table.basis) in old_bucket_keys:
+                    continue
+                if track:
+                    old_bucket_keys.add((key, table.basis))
+                bucket_rows.extend(_bucket_rows(key, table))
+                added_buckets = True
+            if is_new or fresh or added_buckets:
+                result.accepted += 1
+            else:
+                result.duplicates += 1
+            if fresh:
+                result.stored.append(
+                    StoredRecord(
+                        m.run_id,
+                        run.project,
+                        run.labels,
+                        m.source,
+                        m.actor,
+                        m.step,
+                        m.time,
+                        m.gpu,
+                        m.weight_version,
+                        fresh,
+                    )
                 )
-            )
+        result.values = len(value_col) - before
     if value_col:
         _append_points(conn, db, sid_col, step_col, value_col)
-        result.values = len(value_col)
     if bucket_rows:
         for chunk in _chunks(bucket_rows, _CHUNK):
             conn.execute(sa.insert(t.bucket_rows), chunk)
@@ -566,19 +629,32 @@ def _write_annotations(
 def _touch_runs(
     conn: Connection,
     runs: dict[str, RunRow],
-    merged: dict[tuple[str, str, str, int], _Merged],
+    merged: list[dict[tuple[str, str, str, int], _Merged]],
     now: float,
 ) -> None:
+    """Last activity and last step of every run the batches touched, in one statement."""
+    if not runs:
+        return
     last_step: dict[str, int] = {}
-    for m in merged.values():
-        last_step[m.run_id] = max(m.step, last_step.get(m.run_id, -1))
-    for run_id, row in runs.items():
-        values: dict[str, Any] = {"last_seen": now}
-        if run_id in last_step:
-            values["last_step"] = sa.func.greatest(
-                sa.func.coalesce(t.runs.c.last_step, -1), last_step[run_id]
-            )
-        conn.execute(sa.update(t.runs).where(t.runs.c.pk == row.pk).values(**values))
+    for part in merged:
+        for m in part.values():
+            last_step[m.run_id] = max(m.step, last_step.get(m.run_id, -1))
+    params = {
+        "now": now,
+        "pks": [row.pk for row in runs.values()],
+        "steps": [last_step.get(run_id) for run_id in runs],
+    }
+    conn.execute(_TOUCH_RUNS, params)
+
+
+_TOUCH_RUNS = sa.text(
+    "UPDATE runs SET last_seen = :now, "
+    "last_step = CASE WHEN v.step IS NULL THEN runs.last_step "
+    "ELSE greatest(coalesce(runs.last_step, -1), v.step) END "
+    "FROM (SELECT unnest(CAST(:pks AS BIGINT[])) AS pk, "
+    "unnest(CAST(:steps AS BIGINT[])) AS step) AS v "
+    "WHERE runs.pk = v.pk"
+)
 
 
 def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:

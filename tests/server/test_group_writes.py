@@ -1,0 +1,109 @@
+"""Several batches written in one transaction give what writing them one by one gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from server.errors import NotFound
+from server.schemas.ingest import IngestIn
+from server.storage import migrate
+from server.storage.db import Database
+from server.storage.writes import BatchWrite, WriteResult, write_batch, write_batches
+from tests.factories import bucket_table, record, run_upsert
+
+
+def _batches(run_id: str) -> list[IngestIn]:
+    table = bucket_table([1.0, 2.0, 3.0])
+    bodies: list[dict[str, Any]] = [
+        {
+            "run": run_upsert(run_id),
+            "records": [
+                record(run_id, 0, {"a": 1.0, "b": 2.0}, buckets=[table]),
+                record(run_id, 1, {"a": 1.5, "b": float("nan")}),
+            ],
+        },
+        {  # step 1 again with one new metric, step 2 new, step 0's buckets again
+            "records": [
+                record(run_id, 1, {"b": 9.0, "c": 3.0}),
+                record(run_id, 2, {"a": 4.0}),
+                record(run_id, 0, {}, buckets=[table]),
+            ]
+        },
+        {"records": [record(run_id, 0, {"a": 7.0, "b": 7.0})]},  # nothing new
+    ]
+    return [IngestIn.model_validate(body) for body in bodies]
+
+
+def _outcome(results: list[WriteResult]) -> list[tuple[int, int, int]]:
+    return [(r.accepted, r.duplicates, r.values) for r in results]
+
+
+def _stored(db: Database, run_id: str) -> list[tuple[Any, ...]]:
+    with db.read() as conn:
+        points = conn.execute(
+            sa.text(
+                "SELECT s.metric, p.step, p.value FROM points p "
+                "JOIN series s ON s.id = p.series_id JOIN runs r ON r.pk = s.run_pk "
+                "WHERE r.id = :run ORDER BY 1, 2"
+            ),
+            {"run": run_id},
+        ).all()
+        buckets = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM bucket_rows b JOIN runs r ON r.pk = b.run_pk "
+                "WHERE r.id = :run"
+            ),
+            {"run": run_id},
+        ).scalar_one()
+        last_step = conn.execute(
+            sa.text("SELECT last_step FROM runs WHERE id = :run"), {"run": run_id}
+        ).scalar_one()
+    return [*(tuple(p) for p in points), ("buckets", buckets), ("last_step", last_step)]
+
+
+@pytest.fixture
+def db(db_url: str) -> Any:
+    database = Database(db_url)
+    migrate.upgrade(database)
+    yield database
+    database.dispose()
+
+
+def test_group_equals_one_by_one(db: Database) -> None:
+    grouped = [BatchWrite(b.run, b.records, b.annotations) for b in _batches("grouped")]
+    with db.write() as conn:
+        together = write_batches(conn, db, grouped)
+    alone = []
+    for b in _batches("alone"):
+        with db.write() as conn:
+            alone.append(write_batch(conn, db, run=b.run, records=b.records, annotations=[]))
+
+    assert _outcome(together) == _outcome(alone) == [(2, 0, 4), (2, 1, 2), (0, 1, 0)]
+    assert [r.stored[0].metrics for r in together[1:2]] == [{"c": 3.0}]
+    stored = _stored(db, "grouped")
+    assert repr(stored) == repr(_stored(db, "alone"))  # repr: NaN equals NaN
+    assert stored[-2:] == [("buckets", 3), ("last_step", 2)]
+    assert [(m, s) for m, s, _ in stored[:-2]] == [
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("b", 0),
+        ("b", 1),
+        ("c", 1),
+    ]
+
+
+def test_a_batch_naming_a_run_created_later_in_the_group_fails(db: Database) -> None:
+    needs_run = IngestIn.model_validate({"records": [record("later", 0, {"a": 1.0})]})
+    creates_run = IngestIn.model_validate({"run": run_upsert("later"), "records": []})
+    with pytest.raises(NotFound, match="unknown run 'later'"), db.write() as conn:
+        write_batches(
+            conn,
+            db,
+            [BatchWrite(needs_run.run, needs_run.records), BatchWrite(creates_run.run, [])],
+        )
+    with db.read() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM runs")).scalar_one() == 0
