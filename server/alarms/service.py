@@ -18,11 +18,11 @@ from collections import defaultdict
 from types import SimpleNamespace
 from typing import Any
 
-from server.alarms import payloads
-from server.alarms.rules import Rule, evaluate
+from server.alarms import payloads, plans
+from server.alarms.rules import Rule
 from server.alarms.state import Transition, advance
 from server.alarms.store import AlarmStore
-from server.storage.writes import WriteResult
+from server.storage.writes import StoredRecord, WriteResult
 
 log = logging.getLogger("mismatch_monitor.alarms")
 
@@ -35,7 +35,7 @@ class AlarmService:
         self.base_url = base_url
         self._lock = threading.RLock()
         self._index: dict[str, dict[str, list[Rule]]] = {}
-        self._timing: dict[str, tuple[int, int, float, float]] = {}
+        self._plans: dict[plans.PlanKey, plans.Plan] = {}
         self._rules: dict[str, Rule] = {}
         self._states: dict[Key, dict[str, Any]] = store.load_states()
         self._dirty: set[Key] = set()
@@ -61,18 +61,11 @@ class AlarmService:
         receivers: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for receiver in self.store.receivers():
             receivers[receiver["project"]].append(receiver)
-        timing = {
-            r.id: (
-                int(r.params.get("for_steps", 1)),
-                int(r.params.get("resolve_steps", 3)),
-                float(r.params.get("repeat_s", 0)),
-                float(r.params.get("cooldown_s", 0)),
-            )
-            for r in rules
-        }
         with self._lock:
-            self._rules = {r.id: r for r in rules}
-            self._timing = timing
+            by_id = {r.id: r for r in rules}
+            if by_id != self._rules:  # series plans hold rules: build them again when used
+                self._plans = {}
+            self._rules = by_id
             self._index = {p: dict(m) for p, m in index.items()}
             self._silences = self.store.silences(active_at=time.time())
             self._receivers = dict(receivers)
@@ -93,62 +86,97 @@ class AlarmService:
         fired: list[tuple[Rule, str, Any, str, Transition]] = []
         now = time.time()
         with self._lock:
-            index, timing, dirty, states = self._index, self._timing, self._dirty, self._states
+            groups: dict[plans.PlanKey, list[StoredRecord]] = {}
             for rec in result.stored:
-                by_metric = index.get(rec.project)
-                if not by_metric:
-                    continue
-                base = f"{rec.run_id}|{rec.source}|{rec.actor}"
-                for metric, value in rec.metrics.items():
-                    rules = by_metric.get(metric)
-                    if not rules:
-                        continue
-                    for rule in rules:
-                        if (rule.source and rule.source != rec.source) or (
-                            (rule.run_id or rule.gpu or rule.label)
-                            and not rule.matches(
-                                project=rec.project,
-                                run_id=rec.run_id,
-                                labels=rec.labels,
-                                source=rec.source,
-                                gpu=rec.gpu,
-                                metric=metric,
-                            )
-                        ):
-                            continue
-                        precursor = rule.kind == "precursor"
-                        key = (rule.id, base if precursor else f"{base}|{metric}")
-                        st = states.get(key)
-                        if st is None:
-                            st = states[key] = {"eval": {}}
-                        verdict = evaluate(rule, st["eval"], value, metric, rec.step)
-                        dirty.add(key)
-                        if precursor and metric == rule.params.get("trigger_metric", "k3_kl"):
-                            continue
-                        if (
-                            not verdict.breach
-                            and st.get("status", "ok") == "ok"
-                            and not st.get("pending")
-                        ):
-                            continue  # the common case: nothing to advance
-                        for_steps, resolve_steps, repeat_s, cooldown_s = timing[rule.id]
-                        transition = advance(
-                            st,
-                            verdict.breach,
-                            step=rec.step,
-                            value=verdict.value,
-                            threshold=verdict.threshold,
-                            now=now,
-                            for_steps=for_steps,
-                            resolve_steps=resolve_steps,
-                            repeat_s=repeat_s,
-                            cooldown_s=cooldown_s,
-                        )
-                        if transition is not None:
-                            fired.append((rule, key[1], rec, metric, transition))
+                if rec.project in self._index:
+                    key = plans.plan_key(
+                        rec.project, rec.run_id, rec.source, rec.actor, rec.gpu, rec.labels
+                    )
+                    groups.setdefault(key, []).append(rec)
+            for key, records in groups.items():
+                plan = self._plans.get(key)
+                if plan is None:
+                    plan = self._plans[key] = plans.build(self._index[key[0]], self._states, key)
+                self._evaluate(plan, records, now, fired)
         if fired:
             self._record(fired, now)
             self.transitions += len(fired)
+
+    def _evaluate(
+        self,
+        plan: plans.Plan,
+        records: list[StoredRecord],
+        now: float,
+        fired: list[tuple[Rule, str, Any, str, Transition]],
+    ) -> None:
+        """Feed one series' new values to its rules.
+
+        While an alert is settled (no alert open, none pending) a batch that breaches nothing
+        changes nothing but the rule's own state, so it is taken whole: a stateless rule is
+        skipped, a stateful one absorbs the batch on a copy of its state. Anything else — or a
+        batch that may breach — is replayed record by record, so a precursor sees its metrics
+        interleaved by step exactly as if the records had come one at a time.
+        """
+        series: dict[str, tuple[list[int], list[float]]] = {}
+        groups: dict[int, list[tuple[str, plans.Slot]]] = {}  # slots that share one state
+        for metric, slots in plan:
+            pairs = [(rec.step, v) for rec in records if (v := rec.metrics.get(metric)) is not None]
+            if not pairs:
+                continue
+            series[metric] = ([s for s, _ in pairs], [v for _, v in pairs])
+            for slot in slots:
+                if (
+                    slot.quiet is not None
+                    and _settled(slot.state)
+                    and slot.quiet(series[metric][1])
+                ):
+                    continue
+                groups.setdefault(id(slot.state), []).append((metric, slot))
+        replay: list[tuple[str, plans.Slot]] = []
+        for group in groups.values():
+            st = group[0][1].state
+            self._dirty.add(group[0][1].key)
+            if _settled(st) and all(slot.scan is not None for _, slot in group):
+                trial = _copy(st["eval"])
+                if all(slot.scan(trial, m, *series[m]) for m, slot in group):  # type: ignore[misc]
+                    st["eval"] = trial
+                    continue
+            replay.extend(group)
+        if replay:
+            self._replay(replay, records, now, fired)
+
+    def _replay(
+        self,
+        active: list[tuple[str, plans.Slot]],
+        records: list[StoredRecord],
+        now: float,
+        fired: list[tuple[Rule, str, Any, str, Transition]],
+    ) -> None:
+        for rec in records:
+            metrics = rec.metrics
+            for metric, slot in active:
+                value = metrics.get(metric)
+                if value is None:
+                    continue
+                st = slot.state
+                verdict = slot.check(st["eval"], value, metric, rec.step)
+                if not slot.advances or (not verdict.breach and _settled(st)):
+                    continue  # the common case: nothing to advance
+                for_steps, resolve_steps, repeat_s, cooldown_s = slot.timing
+                transition = advance(
+                    st,
+                    verdict.breach,
+                    step=rec.step,
+                    value=verdict.value,
+                    threshold=verdict.threshold,
+                    now=now,
+                    for_steps=for_steps,
+                    resolve_steps=resolve_steps,
+                    repeat_s=repeat_s,
+                    cooldown_s=cooldown_s,
+                )
+                if transition is not None:
+                    fired.append((slot.rule, slot.key[1], rec, metric, transition))
 
     def check_stalled(self, runs: list[Any], now: float | None = None) -> None:
         """Timer-driven: runs that went quiet while live fire their project's stalled rule."""
@@ -338,6 +366,20 @@ class AlarmService:
             {"step": a["step"], "rule": a["rule_name"], "state": a["state"]}
             for a in self.store.alerts(run_id=run_id, limit=200)
         ]
+
+
+def _settled(st: dict[str, Any]) -> bool:
+    """No alert open and none pending: a value that does not breach changes nothing."""
+    return st.get("status", "ok") == "ok" and not st.get("pending")
+
+
+def _copy(state: Any) -> Any:
+    """A copy of a rule's JSON-like state deep enough that a failed trial leaves it untouched."""
+    if isinstance(state, dict):
+        return {k: _copy(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return state[:]  # lists hold numbers only
+    return state
 
 
 def _finite(value: Any) -> Any:
