@@ -3,8 +3,9 @@
     python benchmarks/dashboard.py [--json] [--steps 100000]
 
 Loads 4 runs × `--steps` steps × 6 metrics into a DuckDB file, then
-- server_ms: the query work of the compare view for one metric (each run's detail and its
-  series at 2,000 step buckets, which serve the overlay and the first-divergence search);
+- server_ms: the compare view's data for one metric, as the page fetches it (each run's name
+  and config, and its series at 2,000 step buckets, which serve the overlay and the
+  first-divergence search);
 - browser_ms: headless Chromium (Debian's) from navigation to the overlay drawn, against a real
   `mismatch serve` on that file;
 - payload_bytes: the largest Dash callback response (the figure and tables) of that page load.
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine, start_server  # noqa: E402
+from dashboard.pages.compare import fetch  # noqa: E402
 from server.auth import OPEN  # noqa: E402
 from server.schemas.ingest import IngestIn  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
@@ -74,9 +76,7 @@ def server_time(db_path: Path, repeats: int = 5) -> tuple[float, float]:
     query = QueryService(db)
 
     def compare_view() -> None:
-        for run_id in RUNS:
-            query.get_run(run_id)
-            query.series(run_id, "k3_kl", max_points=2000)
+        fetch(query, list(RUNS), "k3_kl")
 
     def raw_baseline() -> None:
         for run_id in RUNS:

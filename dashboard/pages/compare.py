@@ -134,6 +134,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Output(ids.CMP_REFERENCE, "value"),
         Input(ids.CMP_RUNS, "value"),
         State(ids.CMP_REFERENCE, "value"),
+        prevent_initial_call=True,  # the layout sets both from the URL: draw at once
     )
     def references(chosen: list[str] | None, current: str | None) -> Any:
         chosen = chosen or []
@@ -163,19 +164,12 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         if not chosen:
             return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
         ref = ref if ref in chosen else chosen[0]
-        details = {}
-        for run_id in chosen:
-            try:
-                details[run_id] = query.get_run(run_id)
-            except Exception:
-                continue
-        names = {r: (f"{d.name} (reference)" if r == ref else d.name) for r, d in details.items()}
-        # One fetch serves both the overlay and the divergence search (2,000 step buckets).
-        drawn = {r: dump(query.series(r, metric, max_points=POINTS).points) for r in details}
+        configs, drawn = fetch(query, chosen, metric)
+        names = {r: (f"{c.name} (reference)" if r == ref else c.name) for r, c in configs.items()}
         divergence = {}
         rows = []
         ref_pairs = [(p["step"], _value(p)) for p in drawn.get(ref, [])]
-        for run_id in details:
+        for run_id in configs:
             if run_id == ref:
                 continue
             step = first_divergence(
@@ -186,8 +180,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
             )
             divergence[names[run_id]] = step
             rows.append({"run": names[run_id], "step": "never" if step is None else step})
-        ordered = [ref] + [r for r in details if r != ref] if ref in details else list(details)
-        if mode == "diff" and ref in details:
+        ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
+        if mode == "diff" and ref in configs:
             fig = difference_figure(
                 (names[ref], drawn[ref]),
                 [(names[r], drawn[r]) for r in ordered[1:]],
@@ -201,7 +195,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
                 log_y=metric in ("k3_kl", "kl_new_old", "grad_norm"),
                 height=380,
             )
-        diff_rows = diff({names[r]: details[r].config for r in ordered})
+        diff_rows = diff({names[r]: configs[r].config for r in ordered})
         return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
 
     @app.callback(
@@ -225,6 +219,16 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         return encode(
             {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
         )
+
+
+def fetch(
+    query: QueryLike, run_ids: list[str], metric: str
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The page's data: each run's name and config, and its series at POINTS step buckets (one
+    fetch serves both the overlay and the divergence search)."""
+    configs = {c.id: c for c in query.run_configs(run_ids)}
+    drawn = {r: dump(query.series(r, metric, max_points=POINTS))["points"] for r in configs}
+    return configs, drawn
 
 
 def _value(point: dict[str, Any]) -> float:

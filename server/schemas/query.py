@@ -58,6 +58,14 @@ class AnnotationOut(BaseModel):
     text: str
 
 
+class RunConfigOut(BaseModel):
+    """A run's name and config only: what a comparison of configs needs."""
+
+    id: str
+    name: str
+    config: dict[str, Any]
+
+
 class RunDetailOut(RunSummaryOut):
     config: dict[str, Any]
     actors: list[ActorOut]

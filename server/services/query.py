@@ -18,11 +18,11 @@ from server.schemas.query import (
     BucketStepOut,
     HardwareOut,
     MetricOut,
+    RunConfigOut,
     RunDetailOut,
     RunStatus,
     RunSummaryOut,
     SeriesOut,
-    SeriesPointOut,
 )
 from server.services.canonical import LATEST_METRICS
 from server.storage import reads
@@ -100,6 +100,19 @@ class QueryService:
                 for n in notes
             ],
         )
+
+    def run_configs(
+        self, run_ids: Sequence[str], *, projects: Sequence[str] | None = None
+    ) -> list[RunConfigOut]:
+        """Names and configs of the given runs in one query, in the order asked; unknown runs
+        (or runs outside `projects`) are left out."""
+        with self._db.read() as conn:
+            rows = {r.id: r for r in reads.run_rows_by_id(conn, run_ids)}
+        return [
+            RunConfigOut(id=r.id, name=r.name, config=reads.loads(r.config, {}))
+            for run_id in run_ids
+            if (r := rows.get(run_id)) is not None and (projects is None or r.project in projects)
+        ]
 
     def list_metrics(
         self, run_id: str, *, projects: Sequence[str] | None = None

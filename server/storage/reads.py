@@ -28,8 +28,10 @@ INF = math.inf
 LATEST_WINDOW_STEPS = 10_000
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SeriesBucket:
+    """Not frozen: thousands are made per series query, and a frozen one costs twice as much."""
+
     step: int
     step_end: int
     min: float | None
@@ -104,6 +106,12 @@ def run_rows(
 
 def run_row(conn: Connection, run_id: str) -> Any | None:
     return conn.execute(sa.select(t.runs).where(t.runs.c.id == run_id)).first()
+
+
+def run_rows_by_id(conn: Connection, run_ids: Sequence[str]) -> list[Any]:
+    r = t.runs.c
+    query = sa.select(r.id, r.name, r.project, r.config).where(r.id.in_(list(run_ids)))
+    return list(conn.execute(query).all()) if run_ids else []
 
 
 def run_gpus(conn: Connection, run_pks: Sequence[int]) -> dict[int, list[str]]:

@@ -1,0 +1,41 @@
+"""The query layer's lighter reads, straight on a database of each kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from server.auth import OPEN
+from server.schemas.ingest import IngestIn
+from server.services.ingest import IngestService
+from server.services.query import QueryService
+from server.storage import migrate
+from server.storage.db import Database
+
+
+@pytest.fixture
+def query(db_url: str) -> Any:
+    db = Database(db_url)
+    migrate.upgrade(db)
+    ingest = IngestService(db)
+    for run_id, project, config in (
+        ("a", "p1", {"engine": {"logprobs_mode": "processed_logprobs"}}),
+        ("b", "p1", {"engine": {"logprobs_mode": "raw_logprobs"}}),
+        ("c", "p2", {}),
+    ):
+        body = {
+            "run": {"id": run_id, "name": f"run {run_id}", "project": project, "config": config}
+        }
+        ingest.ingest(IngestIn.model_validate(body), OPEN)
+    ingest.close()
+    yield QueryService(db)
+    db.dispose()
+
+
+def test_run_configs_in_the_order_asked_without_unknown_runs(query: QueryService) -> None:
+    found = query.run_configs(["b", "missing", "a"])
+    assert [(c.id, c.name) for c in found] == [("b", "run b"), ("a", "run a")]
+    assert found[0].config == {"engine": {"logprobs_mode": "raw_logprobs"}}
+    assert [c.id for c in query.run_configs(["a", "c"], projects=["p2"])] == ["c"]
+    assert query.run_configs([]) == []
