@@ -132,6 +132,8 @@ def browser_time(url: str) -> tuple[float, int]:
                 timeout=120_000,
             )
             samples.append((time.perf_counter() - started) * 1000)
+            page.wait_for_load_state("networkidle")  # untimed: let the sizes be recorded
+            page.wait_for_timeout(500)
         browser.close()
     return statistics.median(samples), max(sizes) if sizes else 0
 

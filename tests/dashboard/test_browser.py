@@ -130,9 +130,9 @@ def test_live_run_grows_without_reload(seeded: Any, page: Any) -> None:
     )
     page.goto(seeded.url + "/run?run=live")
     wait_plots(page, 3)
-    last_x = (
+    last_x = (  # _fullData: the drawn (decoded) arrays; data keeps the packed binary form
         "() => { const g = document.querySelector('.js-plotly-plot'); "
-        "const t = g.data.find(t => t.name === 'k3_kl'); return Math.max(...t.x); }"
+        "const t = g._fullData.find(t => t.name === 'k3_kl'); return Math.max(...t.x); }"
     )
     assert page.evaluate(last_x) == 19
     body = run_body(
