@@ -1,9 +1,12 @@
 """The alarm service: evaluates newly stored values as they are ingested.
 
-Per-series state lives in memory, indexed for O(1) work per value (rules are looked up by project
-and metric), and is written to the database every couple of seconds and at shutdown, so it
-survives restarts. Transitions (an alert firing or resolving) are written at once, with their
-outbox messages, in one transaction; delivery happens off the request path.
+Per-series state is kept in memory, indexed for O(1) work per value (rules are resolved once per
+series into a plan), and evaluated a batch at a time. With DuckDB one process owns the data:
+memory is the truth, written to the database every couple of seconds and at shutdown, so it
+survives restarts. With PostgreSQL several replicas ingest batches of the same run: each batch
+is evaluated in a turn on its series (an advisory lock) that reads the states from the database
+and writes them back with the alerts they raised. Transitions (an alert firing or resolving)
+are written at once, with their outbox messages; delivery happens off the request path.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
+
+from sqlalchemy.engine import Connection
 
 from server.alarms import payloads, plans
 from server.alarms.rules import Rule
@@ -27,6 +34,7 @@ from server.storage.writes import StoredRecord, WriteResult
 log = logging.getLogger("mismatch_monitor.alarms")
 
 Key = tuple[str, str]
+_LOCAL: Any = object()  # the "connection" of a turn with DuckDB: no transaction is held
 
 
 class AlarmService:
@@ -42,6 +50,7 @@ class AlarmService:
         self._silences: list[dict[str, Any]] = []
         self._receivers: dict[str, list[dict[str, Any]]] = {}
         self.transitions = 0
+        self.shared = not store.db.is_duckdb
         self.reload()
 
     # -- configuration ------------------------------------------------------------------------
@@ -85,6 +94,7 @@ class AlarmService:
         # not here: nothing but evaluation runs on the ingest path.
         fired: list[tuple[Rule, str, Any, str, Transition]] = []
         now = time.time()
+        work: list[tuple[plans.Plan, list[StoredRecord]]] = []
         with self._lock:
             groups: dict[plans.PlanKey, list[StoredRecord]] = {}
             for rec in result.stored:
@@ -97,10 +107,47 @@ class AlarmService:
                 plan = self._plans.get(key)
                 if plan is None:
                     plan = self._plans[key] = plans.build(self._index[key[0]], self._states, key)
-                self._evaluate(plan, records, now, fired)
-        if fired:
-            self._record(fired, now)
-            self.transitions += len(fired)
+                work.append((plan, records))
+        if not work:
+            return
+        names = [f"series:{r[0].run_id}|{r[0].source}|{r[0].actor}" for _, r in work]
+        keys = [slot.key for plan, _ in work for _, slots in plan for slot in slots]
+        with self._turn(names, keys) as conn:
+            with self._lock:
+                for plan, records in work:
+                    self._evaluate(plan, records, now, fired)
+            if fired:
+                self._record(fired, now, conn)
+                self.transitions += len(fired)
+
+    @contextmanager
+    def _turn(
+        self, names: list[str], keys: list[Key], *, wait: bool = True
+    ) -> Iterator[Connection | None]:
+        """With PostgreSQL, replicas share the database and each ingests only some batches of a
+        run: evaluation takes turns per series (advisory locks), reads the series' states from
+        the database first and writes them back, with the alerts they raised, in the same
+        transaction. Yields None when `wait` is False and another replica has the turn — the
+        caller then skips. With DuckDB one process owns everything: memory is the truth and the
+        states are saved every couple of seconds (`flush_states`)."""
+        if not self.shared:
+            yield _LOCAL
+            return
+        with self.store.locked(names, wait=wait) as conn:
+            if conn is None:
+                yield None
+                return
+            stored = self.store.states_of(conn, keys)
+            with self._lock:
+                for key in keys:
+                    st = self._states.setdefault(key, {})
+                    st.clear()
+                    st.update(stored.get(key) or {"eval": {}})
+            yield conn
+            with self._lock:
+                changed = {k: self._states[k] for k in set(keys) & self._dirty}
+                self._dirty.difference_update(keys)
+            self.store.save_states(changed, conn)
 
     def _evaluate(
         self,
@@ -179,28 +226,33 @@ class AlarmService:
                     fired.append((slot.rule, slot.key[1], rec, metric, transition))
 
     def check_stalled(self, runs: list[Any], now: float | None = None) -> None:
-        """Timer-driven: runs that went quiet while live fire their project's stalled rule."""
+        """Timer-driven: runs that went quiet while live fire their project's stalled rule.
+        With replicas, one of them checks at a time; the others skip this round."""
         now = time.time() if now is None else now
-        fired = []
         with self._lock:
             stalled_rules = [r for r in self._rules.values() if r.kind == "stalled" and r.enabled]
-            for rule in stalled_rules:
-                limit = float(rule.params.get("seconds", 300))
-                for run in runs:
-                    if (
-                        run.project != rule.project
-                        or run.last_seen is None
-                        or run.status in ("finished", "failed")
-                    ):
-                        continue
-                    quiet = now - run.last_seen
-                    if quiet > 24 * 3600:
-                        continue
-                    key = (rule.id, f"{run.id}|stalled")
-                    st = self._states.setdefault(key, {})
+        watched = [
+            (rule, run, now - run.last_seen)
+            for rule in stalled_rules
+            for run in runs
+            if run.project == rule.project
+            and run.last_seen is not None
+            and run.status not in ("finished", "failed")
+            and now - run.last_seen <= 24 * 3600
+        ]
+        if not watched:
+            return
+        keys = [(rule.id, f"{run.id}|stalled") for rule, run, _ in watched]
+        fired = []
+        with self._turn(["task:stalled"], keys, wait=False) as conn:
+            if conn is None:
+                return
+            with self._lock:
+                for (rule, run, quiet), key in zip(watched, keys, strict=True):
+                    limit = float(rule.params.get("seconds", 300))
                     step = run.last_step or 0
                     transition = advance(
-                        st,
+                        self._states.setdefault(key, {}),
                         quiet > limit,
                         step=step,
                         value=quiet,
@@ -219,8 +271,8 @@ class AlarmService:
                             step=step,
                         )
                         fired.append((rule, key[1], rec, "last_seen_age_s", transition))
-        if fired:
-            self._record(fired, now)
+            if fired:
+                self._record(fired, now, conn)
 
     def _silenced(self, rule: Rule, rec: Any, now: float) -> bool:
         for s in self._silences:
@@ -237,7 +289,12 @@ class AlarmService:
             return True
         return False
 
-    def _record(self, fired: list[tuple[Rule, str, Any, str, Transition]], now: float) -> None:
+    def _record(
+        self,
+        fired: list[tuple[Rule, str, Any, str, Transition]],
+        now: float,
+        conn: Connection | None = None,
+    ) -> None:
         opened, closed, messages = [], [], []
         for rule, series, rec, metric, tr in fired:
             st = self._states[(rule.id, series)]
@@ -285,7 +342,7 @@ class AlarmService:
                     closed.append(alert)
             if not silenced and not alert.get("silenced"):
                 messages += self._messages(alert, tr.kind, now)
-        self.store.record(opened, closed, messages)
+        self.store.record(opened, closed, messages, conn if conn is not _LOCAL else None)
         for alert in opened:
             log.warning(
                 "alert %s firing: %s on %s/%s = %s at step %s",
@@ -340,6 +397,10 @@ class AlarmService:
 
     # -- persistence ----------------------------------------------------------------------
     def flush_states(self) -> None:
+        """Save what evaluation changed in memory (DuckDB). With replicas the states were saved
+        by the evaluation that changed them; saving this process's copies would undo others'."""
+        if self.shared:
+            return
         with self._lock:
             dirty = {
                 k: json.loads(json.dumps(self._states[k], default=_finite))

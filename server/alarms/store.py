@@ -5,17 +5,29 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection
 
 from server.alarms import tables as t
 from server.alarms.defaults import PACK
 from server.alarms.rules import Rule
 from server.errors import NotFound
 from server.storage.db import Database
+
+
+@contextmanager
+def _transaction(db: Database, conn: Connection | None) -> Iterator[Connection]:
+    """The caller's transaction when there is one, else a new write transaction."""
+    if conn is not None:
+        yield conn
+    else:
+        with db.write() as new:
+            yield new
 
 
 def rule_from_row(row: Any) -> Rule:
@@ -180,7 +192,9 @@ class AlarmStore:
                 for r in conn.execute(sa.select(t.states))
             }
 
-    def save_states(self, states: dict[tuple[str, str], dict[str, Any]]) -> None:
+    def save_states(
+        self, states: dict[tuple[str, str], dict[str, Any]], conn: Connection | None = None
+    ) -> None:
         if not states:
             return
         now = time.time()
@@ -188,22 +202,51 @@ class AlarmStore:
             {"rule_id": k[0], "series": k[1], "state": json.dumps(v), "updated_at": now}
             for k, v in states.items()
         ]
-        with self.db.write() as conn:
+        with _transaction(self.db, conn) as c:
             stmt = pg_insert(t.states).values(rows)
             stmt = stmt.on_conflict_do_update(
                 index_elements=["rule_id", "series"],
                 set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at},
             )
-            conn.execute(stmt)
+            c.execute(stmt)
+
+    @contextmanager
+    def locked(self, names: Sequence[str], *, wait: bool = True) -> Iterator[Connection | None]:
+        """A transaction holding PostgreSQL advisory locks on `names` (series, or a task), so
+        that replicas sharing the database take turns on them; taken in sorted order, so two
+        replicas never wait on each other in a cycle. Yields None when `wait` is False and
+        another replica holds one of them."""
+        with self.db.write() as conn:
+            for name in sorted(set(names)):
+                lock = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+                got = conn.execute(sa.select(getattr(sa.func, lock)(sa.func.hashtext(name))))
+                if not wait and not got.scalar_one():
+                    yield None
+                    return
+            yield conn
+
+    def states_of(
+        self, conn: Connection, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """The stored states of `keys` (those stored), read inside the caller's transaction."""
+        if not keys:
+            return {}
+        c = t.states.c
+        query = sa.select(c.rule_id, c.series, c.state).where(
+            sa.tuple_(c.rule_id, c.series).in_(sorted(set(keys)))
+        )
+        return {(r.rule_id, r.series): json.loads(r.state) for r in conn.execute(query)}
 
     def record(
         self,
         opened: Sequence[dict[str, Any]],
         closed: Sequence[dict[str, Any]],
         messages: Sequence[dict[str, Any]],
+        conn: Connection | None = None,
     ) -> None:
-        """Alert transitions and their outbox messages, in one transaction."""
-        with self.db.write() as conn:
+        """Alert transitions and their outbox messages, in one transaction (the caller's, when
+        given: then they commit together with the states that led to them)."""
+        with _transaction(self.db, conn) as conn:
             for alert in opened:
                 conn.execute(sa.insert(t.alerts).values(**alert))
             for alert in closed:

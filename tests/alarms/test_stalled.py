@@ -1,0 +1,54 @@
+"""The stalled-run rule: fires once when a live run goes quiet, resolves when it speaks again —
+also when replicas on one PostgreSQL database take turns checking."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from server.alarms.service import AlarmService
+from server.alarms.store import AlarmStore
+from server.storage import migrate
+from server.storage.db import Database
+
+
+def _run(last_seen: float, status: str = "running") -> Any:
+    return SimpleNamespace(
+        id="quiet", project="p", labels={}, status=status, last_seen=last_seen, last_step=7
+    )
+
+
+@pytest.fixture
+def db(db_url: str) -> Any:
+    database = Database(db_url)
+    migrate.upgrade(database)
+    yield database
+    database.dispose()
+
+
+def _stalled(service: AlarmService) -> list[tuple[Any, ...]]:
+    return [
+        (a["step"], a["state"], a["value"] > 300)
+        for a in service.store.alerts(run_id="quiet")
+        if a["rule_name"] == "stalled run"
+    ]
+
+
+def test_stalled_fires_once_and_resolves(db: Database) -> None:
+    first = AlarmService(AlarmStore(db), base_url="http://monitor")
+    first.ensure_defaults("p")
+    # A second replica: on PostgreSQL it shares the states; on DuckDB it is the same process.
+    other = AlarmService(AlarmStore(db), base_url="http://monitor") if first.shared else first
+    now = time.time()
+
+    first.check_stalled([_run(now - 30)], now=now)
+    assert _stalled(first) == []
+    first.check_stalled([_run(now - 400)], now=now + 1)
+    other.check_stalled([_run(now - 400)], now=now + 3)
+    first.check_stalled([_run(now - 400, status="finished")], now=now + 5)
+    assert _stalled(first) == [(7, "firing", True)]
+    other.check_stalled([_run(now + 6)], now=now + 7)
+    assert _stalled(first) == [(7, "resolved", True)]
