@@ -142,37 +142,41 @@ class _Ops:
             return self.xp.clamp(x, lo, hi)
         return self.xp.clip(x, lo, hi)
 
-    def bincount(self, idx: Any, weights: Any, n: int) -> Any:
+    def where(self, cond: Any, x: Any, other: float) -> Any:
         if self.torch:
-            out = self.xp.zeros(n, dtype=weights.dtype, device=weights.device)
-            return out.index_add_(0, idx, weights)
-        return self.xp.bincount(idx, weights=weights, minlength=n).astype(self.xp.float32)
+            return self.xp.where(cond, x, self.xp.as_tensor(other, dtype=x.dtype, device=x.device))
+        return self.xp.where(cond, x, self.xp.float32(other))
 
-    def bincount_many(self, idx: Any, weights: Sequence[Any], n: int) -> list[Any]:
-        """Several weighted bincounts over one index, in one pass where the backend allows."""
+    def float32(self, x: Any) -> Any:
+        return x.to(self.xp.float32) if self.torch else x.astype(self.xp.float32)
+
+    def bucket_sums(self, idx: Any, weights: Sequence[Any], k: int) -> Any:
+        """Sums of each weight grid per bucket index in 0..k-1: a [len(weights), k] array."""
         if self.torch:
-            stacked = self.xp.stack(list(weights))
-            out = self.xp.zeros((len(weights), n), dtype=stacked.dtype, device=stacked.device)
-            return list(out.index_add_(1, idx, stacked))
-        return [self.bincount(idx, w, n) for w in weights]
+            t = self.xp
+            stacked = t.stack([w.reshape(-1) for w in weights])
+            out = t.zeros((len(weights), k), dtype=stacked.dtype, device=stacked.device)
+            return out.index_add_(1, idx.reshape(-1), stacked)
+        flat = idx.reshape(-1)
+        return self.xp.stack(
+            [self.xp.bincount(flat, weights=w.reshape(-1), minlength=k) for w in weights]
+        )
 
-    def repeat(self, counts: Any) -> Any:
-        if self.torch:
-            return self.xp.repeat_interleave(self.arange(len(counts)), counts)
-        return self.xp.repeat(self.arange(len(counts)), counts)
-
-    def quantile(self, x: Any, q: float) -> Any:
-        """The q-quantile with linear interpolation (NumPy's default), by selection not sort."""
-        n = int(x.shape[0])
+    def quantile_above(self, x: Any, n: int, q: float) -> Any:
+        """The q-quantile (linear interpolation, NumPy's default) of the n largest entries of x,
+        all others being -inf: found by selecting the top of x, not by sorting it."""
+        flat = x.reshape(-1)
         pos = q * (n - 1)
         lo = math.floor(pos)
         hi = min(n - 1, lo + 1)
         if self.torch:
-            a = self.xp.kthvalue(x, lo + 1).values
-            b = self.xp.kthvalue(x, hi + 1).values
+            top = self.xp.topk(flat, n - lo).values  # descending; rank lo is the last
+            a = top[-1]
+            b = top[-2] if hi > lo else a
         else:
-            part = self.xp.partition(x, [lo, hi])
-            a, b = part[lo], part[hi]
+            total = int(flat.shape[0])
+            part = self.xp.partition(flat, [total - n + lo, total - n + hi])
+            a, b = part[total - n + lo], part[total - n + hi]
         return a + (b - a) * (pos - lo)
 
     def to_floats(self, values: dict[str, Any]) -> dict[str, float]:
@@ -200,52 +204,45 @@ class _Ops:
         return [[float(v) for v in a] for a in arrays]
 
 
-# -- flattening ---------------------------------------------------------------------------
+# -- layout -------------------------------------------------------------------------------
 
 
-def _flatten(
+def _grid(
     ops: _Ops, arrays: dict[str, Any], mask: Any, seq_lens: Any
-) -> tuple[dict[str, Any], Any, int]:
-    """Valid tokens as 1-D arrays plus each token's sequence index and the sequence count."""
-    lr = arrays["lR"]
+) -> tuple[dict[str, Any], Any]:
+    """The inputs as [S, T] grids, one row per sequence, and the grid of valid tokens.
+
+    Padded inputs are used as they come; packed ones (1-D with `seq_lens`) are laid out one
+    sequence per row. Logprobs and entropy are set to 0 where a token is not valid, so that
+    every per-token quantity that vanishes at d = 0 needs no mask: a sum over the grid is a sum
+    over the valid tokens, and a NaN in a padded place goes nowhere.
+    """
+    xp = ops.xp
+    adv = arrays.pop("A", None)
     if seq_lens is not None:
         lens = ops.as_int(seq_lens).reshape(-1)
-        n_seq = int(lens.shape[0])
-        seq = ops.repeat(lens)
-        total = int(lens.sum())
-        flat = {k: v.reshape(-1)[:total] for k, v in arrays.items()}
+        width = int(lens.max()) if int(lens.shape[0]) else 0
+        cols = ops.arange(width).reshape(1, -1)
+        valid = cols < lens.reshape(-1, 1)
+        starts = xp.cumsum(lens, 0) - lens
+        flat_len = int(arrays["lR"].reshape(-1).shape[0])
+        pos = ops.clamp(starts.reshape(-1, 1) + cols, 0, max(flat_len - 1, 0))
+        grids = {k: v.reshape(-1)[pos] for k, v in arrays.items()}
         if mask is not None:
-            keep = ops.as_bool(mask).reshape(-1)[:total]
-            flat = {k: v[keep] for k, v in flat.items()}
-            seq = seq[keep]
-        return flat, seq, n_seq
-    if lr.ndim == 1:
-        lr2 = {k: v.reshape(1, -1) if v.ndim == 1 else v for k, v in arrays.items()}
-        arrays = lr2
-        if mask is not None:
-            mask = ops.as_bool(mask).reshape(1, -1)
-    b, t = arrays["lR"].shape
-    valid = ops.as_bool(mask) if mask is not None else None
-    rows = ops.arange(b).reshape(-1, 1)
-    rows = rows.expand(b, t) if ops.torch else ops.xp.broadcast_to(rows, (b, t))
-    if valid is None:
-        return {k: v.reshape(-1) for k, v in arrays.items()}, rows.reshape(-1), b
-    return {k: v[valid] for k, v in arrays.items()}, rows[valid], b
-
-
-def _per_token(ops: _Ops, x: Any, like: Any, seq_lens: Any) -> Any:
-    """Advantages given per sequence ([B]) spread over that sequence's tokens."""
-    x = ops.f32(x)
-    if tuple(x.shape) == tuple(like.shape):
-        return x
-    if seq_lens is not None:
-        lens = ops.as_int(seq_lens).reshape(-1)
-        if x.ndim == 1 and x.shape[0] == lens.shape[0]:
-            return x[ops.repeat(lens)]
-        return x
-    if x.ndim == 1 and like.ndim == 2 and x.shape[0] == like.shape[0]:
-        return x.reshape(-1, 1) + like * 0
-    return x
+            valid = valid & ops.as_bool(mask).reshape(-1)[pos]
+        if adv is not None:
+            adv = adv.reshape(-1, 1) if adv.shape[0] == lens.shape[0] else adv.reshape(-1)[pos]
+    else:
+        grids = {k: v.reshape(1, -1) if v.ndim == 1 else v for k, v in arrays.items()}
+        shape = tuple(grids["lR"].shape)
+        valid = ops.as_bool(xp.ones(shape) if mask is None else mask).reshape(shape)
+        if adv is not None:
+            per_sequence = adv.ndim == 1 and adv.shape[0] == shape[0]
+            adv = adv.reshape(-1, 1) if per_sequence else adv.reshape(shape)
+    grids = {k: ops.where(valid, v, 0.0) for k, v in grids.items()}
+    if adv is not None:
+        grids["A"] = adv
+    return grids, valid
 
 
 # -- the metrics --------------------------------------------------------------------------
@@ -330,40 +327,31 @@ def _compute(
     if entropy is not None:
         arrays["H"] = ops.f32(entropy)
     if advantages is not None:
-        arrays["A"] = _per_token(ops, advantages, arrays["lR"], seq_lens)
-    flat, seq, n_rows = _flatten(ops, arrays, mask, seq_lens)
+        arrays["A"] = ops.f32(advantages)
+    g, valid = _grid(ops, arrays, mask, seq_lens)
 
-    lr, lt = flat["lR"], flat["lT"]
-    n = int(lr.shape[0])
+    n = int(valid.sum())
     if n == 0:
         return StepSummary({"tokens": 0.0, "sequences": 0.0}, [])
-
-    # Sequences with at least one token, renumbered 0..S-1.
-    counts_all = ops.bincount(seq, xp.ones_like(lr), n_rows)
-    present = counts_all > 0
+    vf = ops.float32(valid)
+    counts = vf.sum(1)
+    present = counts > 0  # sequences with at least one valid token
     n_seq = int(present.sum())
-    if n_seq < n_rows:
-        new_index = (
-            xp.cumsum(present.to(xp.int64) if ops.torch else present.astype(xp.int64), 0) - 1
-        )
-        seq = new_index[seq]
-        counts = counts_all[present]
-    else:
-        counts = counts_all
 
+    # Per-token quantities, written so that each is 0 where d = 0 (that is, on padding).
+    lr, lt = g["lR"], g["lT"]
     d = lt - lr
     dc = ops.clamp(d, -CLAMP, CLAMP)
-    r = xp.exp(dc)
-    k3 = r - 1 - dc
-    rk3 = xp.exp(-dc) - 1 + dc
+    rm1 = xp.expm1(dc)  # ratio − 1
+    k3 = rm1 - dc
+    rk3 = xp.expm1(-dc) + dc
     abs_d = xp.abs(d)
     p_t, p_r = xp.exp(lt), xp.exp(lr)
     log_m = xp.log(0.5 * (p_t + p_r))
     dm_t = ops.clamp(log_m - lt, -CLAMP, CLAMP)
     dm_r = ops.clamp(log_m - lr, -CLAMP, CLAMP)
-    js = 0.5 * (xp.exp(dm_t) - 1 - dm_t) + 0.5 * (xp.exp(dm_r) - 1 - dm_r)
+    js = 0.5 * (xp.expm1(dm_t) - dm_t) + 0.5 * (xp.expm1(dm_r) - dm_r)
     prob_diff = xp.abs(p_t - p_r)
-    mult = xp.exp(xp.abs(dc))
 
     c_hi = is_cap
     c_lo = is_floor if is_floor is not None else 1.0 / is_cap
@@ -371,57 +359,60 @@ def _compute(
     def tok_mean(x: Any) -> Any:
         return x.sum() / n
 
-    def seq_sum(x: Any) -> Any:
-        return ops.bincount(seq, x, n_seq)
+    def per_seq(v: Any) -> Any:
+        return v[present]
 
-    def seq_mean_of_means(x: Any) -> Any:
-        return (seq_sum(x) / counts).mean()
+    def seq_mean_of_means(row_sums: Any) -> Any:
+        return (per_seq(row_sums) / per_seq(counts)).mean()
 
     def rate(cond: Any) -> Any:
-        return tok_mean(cond.to(xp.float32) if ops.torch else cond.astype(xp.float32))
-
-    def frac(cond: Any) -> Any:
-        return (cond.to(xp.float32) if ops.torch else cond.astype(xp.float32)).mean()
+        return (cond & valid).sum() / n
 
     out: dict[str, Any] = {}
+    # name → (per-token quantity, what to add back to its mean)
     per_token = {
-        "k1_kl": -d,
-        "k2_kl": 0.5 * d * d,
-        "k3_kl": k3,
-        "reverse_k3_kl": rk3,
-        "ratio_mean": r,
-        "ratio_abs_dev": xp.abs(r - 1),
-        "abs_logp_diff_mean": abs_d,
-        "mult_prob_error": mult,
-        "prob_diff_mean": prob_diff,
-        "js_div": js,
+        "k1_kl": (-d, 0.0),
+        "k2_kl": (0.5 * d * d, 0.0),
+        "k3_kl": (k3, 0.0),
+        "reverse_k3_kl": (rk3, 0.0),
+        "ratio_mean": (rm1, 1.0),
+        "ratio_abs_dev": (xp.abs(rm1), 0.0),
+        "abs_logp_diff_mean": (abs_d, 0.0),
+        "mult_prob_error": (xp.expm1(xp.abs(dc)), 1.0),
+        "prob_diff_mean": (prob_diff, 0.0),
+        "js_div": (js, 0.0),
     }
-    for name, values in per_token.items():
-        out[name] = tok_mean(values)
-        out[f"{name}_seq"] = seq_mean_of_means(values)
+    for name, (values, offset) in per_token.items():
+        rows = values.sum(1)
+        out[name] = rows.sum() / n + offset
+        out[f"{name}_seq"] = seq_mean_of_means(rows) + offset
     out["ratio_dev_1e4"] = (out["ratio_mean"] - 1) * 1e4
     out["ratio_dev_1e4_seq"] = (out["ratio_mean_seq"] - 1) * 1e4
-    out["k3_kl_max"] = k3.max()
-    out["k3_kl_p99"] = ops.quantile(k3, 0.99)
-    mean_r = out["ratio_mean"]
-    out["ratio_std"] = (tok_mean((r - mean_r) ** 2)) ** 0.5
-    out["ratio_min"] = r.min()
-    out["ratio_max"] = r.max()
+    k3_valid = ops.where(valid, k3, -math.inf)
+    out["k3_kl_max"] = k3_valid.max()
+    out["k3_kl_p99"] = ops.quantile_above(k3_valid, n, 0.99)
+    mean_rm1 = out["ratio_mean"] - 1
+    out["ratio_std"] = tok_mean(((rm1 - mean_rm1) * vf) ** 2) ** 0.5
+    out["ratio_min"] = ops.where(valid, rm1, math.inf).min() + 1
+    out["ratio_max"] = ops.where(valid, rm1, -math.inf).max() + 1
     out["abs_logp_diff_max"] = abs_d.max()
     mean_abs = out["abs_logp_diff_mean"]
-    out["abs_logp_diff_std"] = (tok_mean((abs_d - mean_abs) ** 2)) ** 0.5
+    out["abs_logp_diff_std"] = tok_mean(((abs_d - mean_abs) * vf) ** 2) ** 0.5
     out["prob_diff_max"] = prob_diff.max()
-    mp_t, mp_r = tok_mean(p_t), tok_mean(p_r)
-    cov = tok_mean((p_t - mp_t) * (p_r - mp_r))
-    out["prob_pearson"] = cov / ((tok_mean((p_t - mp_t) ** 2) * tok_mean((p_r - mp_r) ** 2)) ** 0.5)
-    out["chi2_token"] = tok_mean(r * r) - 1
+    dp_t = (p_t - tok_mean(p_t * vf)) * vf
+    dp_r = (p_r - tok_mean(p_r * vf)) * vf
+    out["prob_pearson"] = tok_mean(dp_t * dp_r) / (
+        (tok_mean(dp_t * dp_t) * tok_mean(dp_r * dp_r)) ** 0.5
+    )
+    out["chi2_token"] = tok_mean(rm1 * (rm1 + 2))  # E[r²] − 1
 
-    # Sequence-level quantities.
-    s_d = seq_sum(d)
+    # Sequence-level quantities, over the sequences with a valid token.
+    s_d = per_seq(d.sum(1))
     s_dc = ops.clamp(s_d, -CLAMP, CLAMP)
     r_seq = xp.exp(s_dc)
-    mean_lt = seq_sum(lt) / counts
-    mean_lr = seq_sum(lr) / counts
+    seq_counts = per_seq(counts)
+    mean_lt = per_seq(lt.sum(1)) / seq_counts
+    mean_lr = per_seq(lr.sum(1)) / seq_counts
     out["chi2_seq"] = xp.exp(2 * s_dc).mean() - 1
     out["ppl_trainer"] = xp.exp(ops.clamp(-mean_lt, None, 80.0)).mean()
     out["ppl_rollout"] = xp.exp(ops.clamp(-mean_lr, None, 80.0)).mean()
@@ -429,53 +420,56 @@ def _compute(
     out["log_ppl_diff"] = log_ppl.mean()
     out["log_ppl_abs_diff"] = xp.abs(log_ppl).mean()
     out["ppl_ratio"] = xp.exp(ops.clamp(log_ppl, -CLAMP, CLAMP)).mean()
-    out["rollout_clip_rate"] = rate((r < 1 - clip_low) | (r > 1 + clip_high))
+    out["rollout_clip_rate"] = rate((rm1 < -clip_low) | (rm1 > clip_high))
 
-    # Importance-sampling correction diagnostics.
-    out["tis_token_rate"] = rate(r > c_hi)
-    out["mis_token_rate_low"] = rate(r < c_lo)
-    out["mis_token_rate_high"] = rate(r > c_hi)
+    # Importance-sampling correction diagnostics (r − 1 compared with the bounds − 1).
+    out["tis_token_rate"] = rate(rm1 > c_hi - 1)
+    out["mis_token_rate_low"] = rate(rm1 < c_lo - 1)
+    out["mis_token_rate_high"] = out["tis_token_rate"]
     out["mis_token_rate"] = out["mis_token_rate_low"] + out["mis_token_rate_high"]
-    out["tis_seq_rate"] = frac(r_seq > seq_cap)
-    out["mis_seq_rate"] = frac((r_seq < c_lo) | (r_seq > c_hi))
-    r_geo = xp.exp(ops.clamp(s_d / counts, -CLAMP, CLAMP))
-    out["geo_mis_seq_rate"] = frac((r_geo < geo_low) | (r_geo > geo_high))
-    out["veto_token_rate"] = rate(r < VETO_LOW)
-    vetoed = (r < VETO_LOW) | (r > VETO_HIGH)
-    vetoed_f = vetoed.to(xp.float32) if ops.torch else vetoed.astype(xp.float32)
-    out["veto_seq_rate"] = frac(seq_sum(vetoed_f) > 0)
-    out["ess_token"] = r.sum() ** 2 / (n * (r * r).sum())
-    rc = ops.clamp(r, c_lo, c_hi)
-    out["ess_token_clamped"] = rc.sum() ** 2 / (n * (rc * rc).sum())
+    out["tis_seq_rate"] = ops.float32(r_seq > seq_cap).mean()
+    out["mis_seq_rate"] = ops.float32((r_seq < c_lo) | (r_seq > c_hi)).mean()
+    r_geo = xp.exp(ops.clamp(s_d / seq_counts, -CLAMP, CLAMP))
+    out["geo_mis_seq_rate"] = ops.float32((r_geo < geo_low) | (r_geo > geo_high)).mean()
+    out["veto_token_rate"] = rate(rm1 < VETO_LOW - 1)
+    vetoed = ((rm1 < VETO_LOW - 1) | (rm1 > VETO_HIGH - 1)) & valid
+    out["veto_seq_rate"] = ops.float32(per_seq(vetoed.any(1))).mean()
+    sum_r = n + rm1.sum()
+    out["ess_token"] = sum_r**2 / (n * (n + (rm1 * (rm1 + 2)).sum()))
+    rcm1 = ops.clamp(rm1, c_lo - 1, c_hi - 1) * vf
+    sum_rc = n + rcm1.sum()
+    out["ess_token_clamped"] = sum_rc**2 / (n * (n + (rcm1 * (rcm1 + 2)).sum()))
     out["ess_seq"] = r_seq.sum() ** 2 / (n_seq * (r_seq * r_seq).sum())
     out["seq_ratio_mean"] = r_seq.mean()
     out["seq_ratio_max"] = r_seq.max()
     out["seq_log_ratio_abs_max"] = xp.abs(s_d).max()
-    finite = xp.isfinite(lr) & xp.isfinite(lt)
-    out["nonfinite_tokens"] = n - (finite.sum())
+    finite = xp.isfinite(lr) & xp.isfinite(lt) & valid
+    out["nonfinite_tokens"] = n - finite.sum()
 
-    if "lN" in flat:
-        dn = ops.clamp(flat["lN"] - lt, -CLAMP, CLAMP)
-        rho = xp.exp(dn)
-        out["kl_new_old"] = tok_mean(rho - 1 - dn)
-        clipped_low = rho < 1 - clip_low
-        clipped_high = rho > 1 + clip_high
+    if "lN" in g:
+        dn = ops.clamp(g["lN"] - lt, -CLAMP, CLAMP)
+        rho_m1 = xp.expm1(dn)
+        out["kl_new_old"] = tok_mean(rho_m1 - dn)
+        clipped_low = (rho_m1 < -clip_low) & valid
+        clipped_high = (rho_m1 > clip_high) & valid
         out["clip_rate"] = rate(clipped_low | clipped_high)
-        if "A" in flat:
-            adv = flat["A"]
+        if "A" in g:
+            adv = g["A"]
             out["clip_rate_low"] = rate(clipped_low & (adv < 0))
             out["clip_rate_high"] = rate(clipped_high & (adv > 0))
-    if "H" in flat:
-        out["entropy"] = tok_mean(flat["H"])
+    if "H" in g:
+        out["entropy"] = tok_mean(g["H"])
         out["kl_entropy_ratio"] = out["k3_kl"] / out["entropy"]
 
     out["tokens"] = float(n)
     out["sequences"] = float(n_seq)
     metrics = ops.to_floats(out)
 
-    buckets = [_bucket_table(ops, "rollout", p_r, d, k3, rk3, r, c_lo, c_hi, bucket_edges)]
+    oob = (rm1 < c_lo - 1) | (rm1 > c_hi - 1)
+    sums = (d, abs_d, k3, rk3)
+    buckets = [_bucket_table(ops, "rollout", p_r, valid, sums, oob, bucket_edges)]
     if trainer_buckets:
-        buckets.append(_bucket_table(ops, "trainer", p_t, d, k3, rk3, r, c_lo, c_hi, bucket_edges))
+        buckets.append(_bucket_table(ops, "trainer", p_t, valid, sums, oob, bucket_edges))
     return StepSummary(metrics, buckets)
 
 
@@ -483,40 +477,23 @@ def _bucket_table(
     ops: _Ops,
     basis: str,
     prob: Any,
-    d: Any,
-    k3: Any,
-    rk3: Any,
-    r: Any,
-    c_lo: float,
-    c_hi: float,
+    valid: Any,
+    sums: tuple[Any, Any, Any, Any],
+    oob: Any,
     edges: Sequence[float],
 ) -> dict[str, Any]:
+    """Token count and sums of d, |d|, k3, reverse k3 and out-of-bounds ratios per probability
+    bucket. Tokens whose binned probability is not finite are left out."""
     xp = ops.xp
     k = len(edges) - 1
-    keep = xp.isfinite(prob)
-    prob, d, k3, rk3, r = prob[keep], d[keep], k3[keep], rk3[keep], r[keep]
+    keep = valid & xp.isfinite(prob)
     inner = ops.f32(list(edges[1:-1]))
     if ops.torch:
         idx = xp.bucketize(prob, inner, right=True)
     else:
         idx = xp.searchsorted(inner, prob, side="right")
-    idx = ops.clamp(idx, 0, k - 1)
-    oob = (r < c_lo) | (r > c_hi)
-    one = xp.ones_like(prob)
-    columns = ops.to_lists(
-        ops.bincount_many(
-            idx,
-            [
-                one,
-                d,
-                xp.abs(d),
-                k3,
-                rk3,
-                oob.to(xp.float32) if ops.torch else oob.astype(xp.float32),
-            ],
-            k,
-        )
-    )
+    weights = [ops.float32(keep), *(ops.where(keep, x, 0.0) for x in sums), ops.float32(oob & keep)]
+    columns = ops.to_lists(list(ops.bucket_sums(ops.clamp(idx, 0, k - 1), weights, k)))
     names = ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob")
     return {
         "basis": basis,

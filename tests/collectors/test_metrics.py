@@ -115,6 +115,30 @@ def test_nan_input_propagates_and_is_counted() -> None:
     assert got["tokens"] == float(x["mask"].sum())
 
 
+def test_nan_in_padding_changes_nothing() -> None:
+    x = make_inputs(9)
+    clean = compute_step_metrics(x["lr"], x["lt"], x["mask"], new_logprobs=x["new"])
+    lr, lt, new = x["lr"].copy(), x["lt"].copy(), x["new"].copy()
+    padding = ~x["mask"]
+    lr[padding], lt[padding], new[padding] = np.nan, np.inf, -np.inf
+    dirty = compute_step_metrics(lr, lt, x["mask"], new_logprobs=new)
+    assert dirty.metrics == clean.metrics
+    assert dirty.buckets == clean.buckets
+
+
+def test_per_token_and_per_sequence_advantages_agree() -> None:
+    x = make_inputs(10)
+    per_token = np.repeat(x["adv"][:, None], x["lr"].shape[1], axis=1)
+    a = compute_step_metrics(
+        x["lr"], x["lt"], x["mask"], new_logprobs=x["new"], advantages=x["adv"]
+    )
+    b = compute_step_metrics(
+        x["lr"], x["lt"], x["mask"], new_logprobs=x["new"], advantages=per_token
+    )
+    assert a.metrics["clip_rate_low"] == b.metrics["clip_rate_low"]
+    assert a.metrics["clip_rate_high"] == b.metrics["clip_rate_high"]
+
+
 def test_bf16_inputs_match_the_reference_on_rounded_values() -> None:
     x = make_inputs(6, scale=0.05)
     lr = torch.from_numpy(x["lr"]).to(torch.bfloat16)
