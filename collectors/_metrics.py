@@ -115,12 +115,14 @@ class _Ops:
             t = self.xp
             if not isinstance(x, t.Tensor):
                 x = t.as_tensor(x)
-            return x.to(device=self.device) != 0
+            x = x.to(device=self.device)
+            return x if x.dtype == t.bool else x != 0
         import numpy as np
 
         if _is_torch(x):
             x = x.detach().cpu().numpy()
-        return np.asarray(x) != 0
+        x = np.asarray(x)
+        return x if x.dtype == np.bool_ else x != 0
 
     def as_int(self, x: Any) -> Any:
         if self.torch:
@@ -162,22 +164,32 @@ class _Ops:
             [self.xp.bincount(flat, weights=w.reshape(-1), minlength=k) for w in weights]
         )
 
-    def quantile_above(self, x: Any, n: int, q: float) -> Any:
+    def quantile_top(self, x: Any, n: int, q: float) -> Any:
         """The q-quantile (linear interpolation, NumPy's default) of the n largest entries of x,
-        all others being -inf: found by selecting the top of x, not by sorting it."""
+        found by selection, not by sorting. The other entries must not be larger than these:
+        padding, where every per-token quantity is 0, below a quantity that is never negative."""
         flat = x.reshape(-1)
+        skip = int(flat.shape[0]) - n
         pos = q * (n - 1)
         lo = math.floor(pos)
         hi = min(n - 1, lo + 1)
         if self.torch:
-            top = self.xp.topk(flat, n - lo).values  # descending; rank lo is the last
-            a = top[-1]
-            b = top[-2] if hi > lo else a
+            a = self.xp.kthvalue(flat, skip + lo + 1).values
+            b = self.xp.kthvalue(flat, skip + hi + 1).values if hi > lo else a
         else:
-            total = int(flat.shape[0])
-            part = self.xp.partition(flat, [total - n + lo, total - n + hi])
-            a, b = part[total - n + lo], part[total - n + hi]
+            part = self.xp.partition(flat, [skip + lo, skip + hi])
+            a, b = part[skip + lo], part[skip + hi]
         return a + (b - a) * (pos - lo)
+
+    def valid_extreme(self, x: Any, valid: Any, kind: str) -> Any:
+        """min or max of x over valid places, where x is 0 elsewhere: the grid's extreme when it
+        is not 0 (then a valid place holds it), else the masked one (one more pass)."""
+        found = x.min() if kind == "min" else x.max()
+        if float(found) != 0.0:
+            return found
+        fill = math.inf if kind == "min" else -math.inf
+        masked = self.where(valid, x, fill)
+        return masked.min() if kind == "min" else masked.max()
 
     def to_floats(self, values: dict[str, Any]) -> dict[str, float]:
         names = list(values)
@@ -388,13 +400,12 @@ def _compute(
         out[f"{name}_seq"] = seq_mean_of_means(rows) + offset
     out["ratio_dev_1e4"] = (out["ratio_mean"] - 1) * 1e4
     out["ratio_dev_1e4_seq"] = (out["ratio_mean_seq"] - 1) * 1e4
-    k3_valid = ops.where(valid, k3, -math.inf)
-    out["k3_kl_max"] = k3_valid.max()
-    out["k3_kl_p99"] = ops.quantile_above(k3_valid, n, 0.99)
+    out["k3_kl_max"] = ops.valid_extreme(k3, valid, "max")
+    out["k3_kl_p99"] = ops.quantile_top(k3, n, 0.99)
     mean_rm1 = out["ratio_mean"] - 1
     out["ratio_std"] = tok_mean(((rm1 - mean_rm1) * vf) ** 2) ** 0.5
-    out["ratio_min"] = ops.where(valid, rm1, math.inf).min() + 1
-    out["ratio_max"] = ops.where(valid, rm1, -math.inf).max() + 1
+    out["ratio_min"] = ops.valid_extreme(rm1, valid, "min") + 1
+    out["ratio_max"] = ops.valid_extreme(rm1, valid, "max") + 1
     out["abs_logp_diff_max"] = abs_d.max()
     mean_abs = out["abs_logp_diff_mean"]
     out["abs_logp_diff_std"] = tok_mean(((abs_d - mean_abs) * vf) ** 2) ** 0.5
@@ -487,12 +498,14 @@ def _bucket_table(
     xp = ops.xp
     k = len(edges) - 1
     keep = valid & xp.isfinite(prob)
+    if not bool((keep == valid).all()):  # drop the few non-finite ones (one more pass each)
+        sums = tuple(ops.where(keep, x, 0.0) for x in sums)
     inner = ops.f32(list(edges[1:-1]))
     if ops.torch:
         idx = xp.bucketize(prob, inner, right=True)
     else:
         idx = xp.searchsorted(inner, prob, side="right")
-    weights = [ops.float32(keep), *(ops.where(keep, x, 0.0) for x in sums), ops.float32(oob & keep)]
+    weights = [ops.float32(keep), *sums, ops.float32(oob & keep)]
     columns = ops.to_lists(list(ops.bucket_sums(ops.clamp(idx, 0, k - 1), weights, k)))
     names = ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob")
     return {
