@@ -174,8 +174,11 @@ class _Ops:
         lo = math.floor(pos)
         hi = min(n - 1, lo + 1)
         if self.torch:
-            a = self.xp.kthvalue(flat, skip + lo + 1).values
-            b = self.xp.kthvalue(flat, skip + hi + 1).values if hi > lo else a
+            t = self.xp
+            a = t.kthvalue(flat, skip + lo + 1).values
+            b = a
+            if hi > lo and int((flat <= a).sum()) <= skip + hi:  # rank hi holds a larger value
+                b = t.where(flat > a, flat, t.as_tensor(math.inf, device=flat.device)).min()
         else:
             part = self.xp.partition(flat, [skip + lo, skip + hi])
             a, b = part[skip + lo], part[skip + hi]
@@ -500,11 +503,13 @@ def _bucket_table(
     keep = valid & xp.isfinite(prob)
     if not bool((keep == valid).all()):  # drop the few non-finite ones (one more pass each)
         sums = tuple(ops.where(keep, x, 0.0) for x in sums)
-    inner = ops.f32(list(edges[1:-1]))
-    if ops.torch:
-        idx = xp.bucketize(prob, inner, right=True)
+    if ops.torch:  # the number of inner edges at or below p; a few byte-wide compares
+        idx = xp.zeros(prob.shape, dtype=xp.uint8, device=prob.device)
+        for edge in edges[1:-1]:
+            idx += prob >= edge
+        idx = idx.to(xp.int64)
     else:
-        idx = xp.searchsorted(inner, prob, side="right")
+        idx = xp.searchsorted(ops.f32(list(edges[1:-1])), prob, side="right")
     weights = [ops.float32(keep), *sums, ops.float32(oob & keep)]
     columns = ops.to_lists(list(ops.bucket_sums(ops.clamp(idx, 0, k - 1), weights, k)))
     names = ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob")
