@@ -18,6 +18,7 @@ import time as _time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
@@ -321,16 +322,16 @@ def _write_records(
         for key, m in owners.items()
     ]
     new_keys = _insert_step_records(conn, db, rows)
+    names: dict[tuple[int, str, str], set[str]] = {}
+    for part in merged:
+        for m in part.values():
+            names.setdefault((runs[m.run_id].pk, m.source, m.actor), set()).update(m.metrics)
     series_ids = _series_ids(
-        conn,
-        db,
-        {
-            (runs[m.run_id].pk, m.source, m.actor, name)
-            for part in merged
-            for m in part.values()
-            for name in m.metrics
-        },
+        conn, db, {(*base, name) for base, found in names.items() for name in found}
     )
+    by_name: dict[tuple[int, str, str], dict[str, int]] = {}
+    for (pk, source, actor, name), sid in series_ids.items():
+        by_name.setdefault((pk, source, actor), {})[name] = sid
     old = [
         m
         for part in merged
@@ -352,17 +353,24 @@ def _write_records(
             key = (run.pk, m.source, m.actor, m.step)
             is_new = key in new_keys and owners[key] is m
             track = key in shared
+            sids = by_name[(run.pk, m.source, m.actor)]
             fresh: dict[str, float] = {}
-            for name, value in m.metrics.items():
-                pair = (series_ids[(run.pk, m.source, m.actor, name)], m.step)
-                if not is_new and pair in stored_pairs:
-                    continue
-                if track:
-                    stored_pairs.add(pair)  # later batches of the group see it as stored
-                sid_col.append(pair[0])
-                step_col.append(m.step)
-                value_col.append(value)
-                fresh[name] = value
+            if is_new and not track:  # the common case: every value is new, column at a time
+                fresh = m.metrics
+                sid_col.extend(map(sids.__getitem__, fresh))
+                step_col.extend(repeat(m.step, len(fresh)))
+                value_col.extend(fresh.values())
+            else:
+                for name, value in m.metrics.items():
+                    pair = (sids[name], m.step)
+                    if not is_new and pair in stored_pairs:
+                        continue
+                    if track:
+                        stored_pairs.add(pair)  # later batches of the group see it as stored
+                    sid_col.append(pair[0])
+                    step_col.append(m.step)
+                    value_col.append(value)
+                    fresh[name] = value
             added_buckets = False
             for table in m.buckets:
                 if not is_new and (key, table.basis) in old_bucket_keys:
