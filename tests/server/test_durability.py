@@ -67,3 +67,34 @@ def test_concurrent_clients_store_every_record_exactly_once(
         )
         assert series["total_points"] == batches * steps_per_batch
         assert {p["last"] for p in series["points"]} == {float(n)}
+
+
+def test_the_same_batch_sent_at_once_is_stored_once(server_factory: Any, db_url: str) -> None:
+    """Concurrent copies of one batch (a client retrying while the first try is still in
+    flight) may be written in one group: one copy stores it, the others are duplicates."""
+    server = server_factory(db_url)
+    body = batch("twins", range(64), metrics=8)
+    copies = 8
+    barrier = threading.Barrier(copies)
+    answers: list[dict[str, Any]] = []
+
+    def send() -> None:
+        with httpx.Client(base_url=server.url, timeout=60.0) as http:
+            barrier.wait()
+            response = http.post("/api/v1/ingest", json=body)
+            assert response.status_code == 200, response.text
+            answers.append(response.json())
+
+    threads = [threading.Thread(target=send) for _ in range(copies)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(answers) == copies
+    assert sum(a["accepted"] for a in answers) == 64
+    assert sum(a["duplicates"] for a in answers) == 64 * (copies - 1)
+    metrics = server.query("/api/v1/runs/twins/metrics")["data"]
+    assert {m["name"]: m["points"] for m in metrics} == {
+        "k3_kl": 64,
+        **{f"m{i}": 64 for i in range(1, 8)},
+    }
