@@ -1,20 +1,37 @@
-"""POST /api/v1/ingest — the collectors' one write endpoint."""
+"""POST /api/v1/ingest — the collectors' one write endpoint.
+
+The body is read as bytes and parsed by pydantic's own JSON parser, which validates as it reads
+(about half the cost of `json.loads` plus validation on a batch of thousands of values); the
+OpenAPI document still describes it as `IngestIn` (see `document_body`).
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import IngestDep, PrincipalDep
+from server.auth import Principal
 from server.schemas.ingest import IngestIn, IngestOut
+from server.services.ingest import IngestService
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
+
+_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/IngestIn"}}},
+}
 
 
 @router.post(
     "/ingest",
     response_model=IngestOut,
     summary="Store a batch of step summaries (all-or-nothing, idempotent)",
+    openapi_extra={"requestBody": _BODY},
     responses={
         401: {"description": "token missing or invalid"},
         403: {"description": "token lacks the ingest scope or this project"},
@@ -24,8 +41,27 @@ router = APIRouter(prefix="/api/v1", tags=["ingest"])
         422: {"description": "malformed JSON or a field that breaks the schema (path named)"},
     },
 )
-async def ingest(batch: IngestIn, service: IngestDep, principal: PrincipalDep) -> IngestOut:
+async def ingest(request: Request, service: IngestDep, principal: PrincipalDep) -> IngestOut:
     """Accepts gzip bodies (`Content-Encoding: gzip`). NaN and ±Inf are accepted as JSON tokens
     (`NaN`, `Infinity`, `-Infinity`) and as the strings "nan", "inf", "-inf". A value whose
     (run, source, actor, step, metric) is already stored changes nothing."""
-    return await run_in_threadpool(service.ingest, batch, principal)
+    body = await request.body()
+    return await run_in_threadpool(_parse_and_store, service, body, principal)
+
+
+def _parse_and_store(service: IngestService, body: bytes, principal: Principal) -> IngestOut:
+    try:
+        batch = IngestIn.model_validate_json(body)
+    except ValidationError as exc:  # answered as FastAPI answers a body it validated itself
+        raise RequestValidationError(exc.errors(include_url=False)) from None
+    return service.ingest(batch, principal)
+
+
+def document_body(schema: dict[str, Any]) -> dict[str, Any]:
+    """Add `IngestIn` and the models it uses to an OpenAPI document's components."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    model = IngestIn.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, definition in model.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components.setdefault("IngestIn", model)
+    return schema
