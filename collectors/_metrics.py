@@ -1,8 +1,10 @@
 """The training-inference mismatch metrics of one step (../METRICS.md in the design docs).
 
 `compute_step_metrics` is pure: tensors in, a `StepSummary` of plain floats out. It runs with
-torch on the tensors' own device (CPU or CUDA) or with NumPy, in float32, and moves the scalars to
-the host in one transfer at the end.
+torch on the tensors' own device (CPU or CUDA) or with NumPy, in float32, on the padded
+[sequences, tokens] grid (row sums, no scatters). Besides the token and sequence counts, a few
+single values cross to the host to pick a cheaper path (a tie at the p99 rank, a masked extreme,
+non-finite probabilities); the metrics themselves move in one transfer at the end.
 
 Choices where the frameworks differ, made once here:
 - d = lT − lR (trainer over rollout). Metrics that exponentiate d use d clamped to ±20 (verl,
