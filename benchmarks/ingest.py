@@ -3,9 +3,10 @@
     python benchmarks/ingest.py [--json] [--batches N]
 
 - e2e: values/s through HTTP into a real `mismatch serve` on a DuckDB file, batches of
-  64 steps × 40 metrics, with 1 client and with 8 concurrent clients;
+  64 steps × 40 metrics, with 1 client and with 8 concurrent clients (medians of `--repeats`);
 - baseline: the same values written one INSERT per value (what a naive ingest does);
-- ceiling: a raw DuckDB Arrow append of the same rows (no HTTP, no validation);
+- ceiling: a raw DuckDB Arrow append of as many rows as the 8 clients send (no HTTP, no
+  validation), in batch-sized transactions;
 - series query: a 100k-step run downsampled to 1,000 points, in the server's query layer.
 
 The last line printed is one JSON object. Ratios, not absolute times, are what compare across
@@ -181,6 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     parser.add_argument("--batches", type=int, default=60, help="batches per client")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each measurement")
     args = parser.parse_args()
     say = (lambda *a: None) if args.json else print
     say(f"machine: {machine()}")
@@ -189,16 +191,24 @@ def main() -> None:
         proc, url = start_server(tmpdir / "e2e.duckdb")
         try:
             e2e(url, 1, 5, "warm")
-            one = e2e(url, 1, args.batches, "one")
+            # Medians of `--repeats` runs: on a shared machine one short run can be far off.
+            one = statistics.median(
+                e2e(url, 1, args.batches, f"one{i}") for i in range(args.repeats)
+            )
             say(f"e2e 1 client:   {one:,.0f} values/s")
-            eight = e2e(url, 8, max(1, args.batches // 2), "eight")
+            eight = statistics.median(
+                e2e(url, 8, args.batches, f"eight{i}") for i in range(args.repeats)
+            )
             say(f"e2e 8 clients:  {eight:,.0f} values/s")
         finally:
             proc.terminate()
             proc.wait(30)
         baseline = baseline_per_value(tmpdir / "baseline.duckdb", max(2, args.batches // 10))
         say(f"baseline (INSERT per value): {baseline:,.0f} values/s")
-        ceiling = ceiling_arrow(tmpdir / "ceiling.duckdb", args.batches)
+        ceiling = statistics.median(
+            ceiling_arrow(tmpdir / f"ceiling{i}.duckdb", 8 * args.batches)
+            for i in range(args.repeats)
+        )
         say(f"ceiling (raw Arrow append):  {ceiling:,.0f} values/s")
         series_ms = series_query_ms(tmpdir / "series.duckdb")
         say(f"series query, 100k steps -> 1000 points: {series_ms:.1f} ms")
