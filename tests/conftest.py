@@ -225,6 +225,18 @@ def fresh_pg_database(postgres_url: str) -> str:
     return postgres_url.rsplit("/", 1)[0] + "/" + name
 
 
+@pytest.fixture
+def migrated_db(db_url: str) -> Iterator[Any]:
+    """A `Database` of each supported kind, migrated to head, disposed after the test."""
+    from server.storage import migrate
+    from server.storage.db import Database
+
+    db = Database(db_url)
+    migrate.upgrade(db)
+    yield db
+    db.dispose()
+
+
 @pytest.fixture(params=["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty database of each supported kind."""

@@ -115,8 +115,8 @@ def add_series(
     )
     bad = [p for p in points if p.get("nan", 0) or p.get("pos_inf", 0) or p.get("neg_inf", 0)]
     if bad:
-        finite = [y for y in ys if math.isfinite(y)]
-        top = float(max(finite)) if finite else 1.0
+        finite = ys[np.isfinite(ys)]
+        top = float(finite.max()) if finite.size else 1.0
         fig.add_trace(
             go.Scatter(
                 x=_x(bad, x_axis),

@@ -83,16 +83,22 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
-def threshold(p: dict[str, Any]) -> Check:
+def _threshold_breach(p: dict[str, Any]) -> Callable[[float], bool]:
+    """Whether one value breaches a threshold rule; non-finite values never do (the
+    non-finite rule watches those)."""
     limit = float(p["threshold"])
     absolute = bool(p.get("abs"))
-    above = p.get("direction", "above") == "above"
+    if p.get("direction", "above") == "above":
+        return lambda v: limit < (abs(v) if absolute else v) < math.inf
+    return lambda v: -math.inf < (abs(v) if absolute else v) < limit
+
+
+def threshold(p: dict[str, Any]) -> Check:
+    limit = float(p["threshold"])
+    breach = _threshold_breach(p)
 
     def check(st: dict[str, Any], value: float, *_: Any) -> Verdict:
-        observed = abs(value) if absolute else value
-        if not _isfinite(observed):
-            return Verdict(False, value, limit)
-        return Verdict(observed > limit if above else observed < limit, value, limit)
+        return Verdict(breach(value), value, limit)
 
     return check
 
@@ -282,22 +288,12 @@ def quiet_check(rule: Rule) -> Callable[[list[float]], bool] | None:
     """For the stateless kinds (threshold, non-finite): a test over a batch of values that none
     of them breaches, so the batch can be skipped whole while the alert is settled. None for the
     kinds that keep per-value state and must see every value."""
-    p = rule.params
     if rule.kind == "nonfinite":
         return lambda values: _isfinite(sum(values))  # a NaN or ±Inf makes the sum so
     if rule.kind != "threshold":
         return None
-    limit = float(p["threshold"])
-    absolute = bool(p.get("abs"))
-    above = p.get("direction", "above") == "above"
-
-    def check(values: list[float]) -> bool:
-        observed = [abs(v) for v in values] if absolute else values
-        if above:
-            return not any(limit < v < math.inf for v in observed)
-        return not any(-math.inf < v < limit for v in observed)
-
-    return check
+    breach = _threshold_breach(rule.params)
+    return lambda values: not any(map(breach, values))
 
 
 COMPILERS: dict[str, Callable[[dict[str, Any]], Check]] = {

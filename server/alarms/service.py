@@ -110,8 +110,11 @@ class AlarmService:
                 work.append((plan, records))
         if not work:
             return
-        names = [f"series:{r[0].run_id}|{r[0].source}|{r[0].actor}" for _, r in work]
-        keys = [slot.key for plan, _ in work for _, slots in plan for slot in slots]
+        names: list[str] = []
+        keys: list[Key] = []
+        if self.shared:  # what a turn among replicas locks and reads; nothing to do otherwise
+            names = [f"series:{r[0].run_id}|{r[0].source}|{r[0].actor}" for _, r in work]
+            keys = [slot.key for plan, _ in work for _, slots in plan for slot in slots]
         with self._turn(names, keys) as conn:
             with self._lock:
                 for plan, records in work:

@@ -1,4 +1,4 @@
-"""The ingest write path: one batch, one transaction, columnar appends.
+"""The ingest write path: batches in the caller's transaction, columnar appends.
 
 Idempotency without a primary key on `points`: a step record keyed by (run, source, actor, step)
 is inserted with `ON CONFLICT DO NOTHING … RETURNING`, so the database tells us which keys are
@@ -98,26 +98,6 @@ class _Merged:
     buckets: list[Any]
 
 
-def write_batch(
-    conn: Connection,
-    db: Database,
-    *,
-    run: RunIn | None,
-    records: Sequence[RecordIn],
-    annotations: Sequence[AnnotationIn],
-    default_project: str = DEFAULT_PROJECT,
-    allowed_projects: frozenset[str] | None = None,
-    now: float | None = None,
-) -> WriteResult:
-    """Store one batch inside the caller's transaction; raise before writing anything invalid.
-
-    `allowed_projects` (None: any) is checked for every run the batch touches, so a token of one
-    project can never write into another project's run.
-    """
-    batch = BatchWrite(run, records, annotations, default_project, allowed_projects)
-    return write_batches(conn, db, [batch], now=now)[0]
-
-
 def write_batches(
     conn: Connection, db: Database, batches: Sequence[BatchWrite], *, now: float | None = None
 ) -> list[WriteResult]:
@@ -125,7 +105,9 @@ def write_batches(
 
     The outcome is what writing them one after another would give (a key sent by two batches is
     new for the first and a duplicate for the second), but the fixed cost of each statement is
-    paid once for the group. Any invalid batch raises and the caller's transaction stores nothing.
+    paid once for the group. Any invalid batch raises and the caller's transaction stores nothing;
+    `allowed_projects` (None: any) is checked for every run a batch touches, so a token of one
+    project can never write into another project's run.
     """
     now = _time.time() if now is None else now
     wanted: set[str] = set()

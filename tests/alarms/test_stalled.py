@@ -7,11 +7,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
-from server.storage import migrate
 from server.storage.db import Database
 
 
@@ -19,14 +16,6 @@ def _run(last_seen: float, status: str = "running") -> Any:
     return SimpleNamespace(
         id="quiet", project="p", labels={}, status=status, last_seen=last_seen, last_step=7
     )
-
-
-@pytest.fixture
-def db(db_url: str) -> Any:
-    database = Database(db_url)
-    migrate.upgrade(database)
-    yield database
-    database.dispose()
 
 
 def _stalled(service: AlarmService) -> list[tuple[Any, ...]]:
@@ -37,7 +26,8 @@ def _stalled(service: AlarmService) -> list[tuple[Any, ...]]:
     ]
 
 
-def test_stalled_fires_once_and_resolves(db: Database) -> None:
+def test_stalled_fires_once_and_resolves(migrated_db: Database) -> None:
+    db = migrated_db
     first = AlarmService(AlarmStore(db), base_url="http://monitor")
     first.ensure_defaults("p")
     # A second replica: on PostgreSQL it shares the states; on DuckDB it is the same process.

@@ -135,8 +135,8 @@ def test_per_token_and_per_sequence_advantages_agree() -> None:
     b = compute_step_metrics(
         x["lr"], x["lt"], x["mask"], new_logprobs=x["new"], advantages=per_token
     )
-    assert a.metrics["clip_rate_low"] == b.metrics["clip_rate_low"]
-    assert a.metrics["clip_rate_high"] == b.metrics["clip_rate_high"]
+    assert a.metrics["clip_rate_low"] == b.metrics["clip_rate_low"] > 0
+    assert a.metrics["clip_rate_high"] == b.metrics["clip_rate_high"] > 0
 
 
 def test_bf16_inputs_match_the_reference_on_rounded_values() -> None:

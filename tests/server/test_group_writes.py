@@ -9,9 +9,8 @@ import sqlalchemy as sa
 
 from server.errors import NotFound
 from server.schemas.ingest import IngestIn
-from server.storage import migrate
 from server.storage.db import Database
-from server.storage.writes import BatchWrite, WriteResult, write_batch, write_batches
+from server.storage.writes import BatchWrite, WriteResult, write_batches
 from tests.factories import bucket_table, record, run_upsert
 
 
@@ -64,22 +63,15 @@ def _stored(db: Database, run_id: str) -> list[tuple[Any, ...]]:
     return [*(tuple(p) for p in points), ("buckets", buckets), ("last_step", last_step)]
 
 
-@pytest.fixture
-def db(db_url: str) -> Any:
-    database = Database(db_url)
-    migrate.upgrade(database)
-    yield database
-    database.dispose()
-
-
-def test_group_equals_one_by_one(db: Database) -> None:
+def test_group_equals_one_by_one(migrated_db: Database) -> None:
+    db = migrated_db
     grouped = [BatchWrite(b.run, b.records, b.annotations) for b in _batches("grouped")]
     with db.write() as conn:
         together = write_batches(conn, db, grouped)
     alone = []
     for b in _batches("alone"):
         with db.write() as conn:
-            alone.append(write_batch(conn, db, run=b.run, records=b.records, annotations=[]))
+            alone += write_batches(conn, db, [BatchWrite(b.run, b.records, b.annotations)])
 
     assert _outcome(together) == _outcome(alone) == [(2, 0, 4), (2, 1, 2), (0, 1, 0)]
     assert [r.stored[0].metrics for r in together[1:2]] == [{"c": 3.0}]
@@ -96,7 +88,8 @@ def test_group_equals_one_by_one(db: Database) -> None:
     ]
 
 
-def test_a_batch_naming_a_run_created_later_in_the_group_fails(db: Database) -> None:
+def test_a_batch_naming_a_run_created_later_in_the_group_fails(migrated_db: Database) -> None:
+    db = migrated_db
     needs_run = IngestIn.model_validate({"records": [record("later", 0, {"a": 1.0})]})
     creates_run = IngestIn.model_validate({"run": run_upsert("later"), "records": []})
     with pytest.raises(NotFound, match="unknown run 'later'"), db.write() as conn:

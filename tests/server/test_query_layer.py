@@ -10,15 +10,12 @@ from server.auth import OPEN
 from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
-from server.storage import migrate
 from server.storage.db import Database
 
 
 @pytest.fixture
-def query(db_url: str) -> Any:
-    db = Database(db_url)
-    migrate.upgrade(db)
-    ingest = IngestService(db)
+def query(migrated_db: Database) -> Any:
+    ingest = IngestService(migrated_db)
     for run_id, project, config in (
         ("a", "p1", {"engine": {"logprobs_mode": "processed_logprobs"}}),
         ("b", "p1", {"engine": {"logprobs_mode": "raw_logprobs"}}),
@@ -29,8 +26,7 @@ def query(db_url: str) -> Any:
         }
         ingest.ingest(IngestIn.model_validate(body), OPEN)
     ingest.close()
-    yield QueryService(db)
-    db.dispose()
+    return QueryService(migrated_db)
 
 
 def test_run_configs_in_the_order_asked_without_unknown_runs(query: QueryService) -> None:
