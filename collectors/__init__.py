@@ -11,7 +11,13 @@ Public names are loaded lazily so that `import collectors` stays cheap inside a 
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
+
+# A library never configures its host's logging: without a handler of the host's, records of
+# ours go nowhere (rather than to Python's last-resort stderr handler). Set the level of the
+# "mismatch_monitor.collectors" logger and give it a handler to see them.
+logging.getLogger("mismatch_monitor.collectors").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from collectors._metrics import DEFAULT_EDGES, StepSummary, compute_step_metrics

@@ -23,9 +23,6 @@ from collectors._spool import Spool
 from collectors._transport import HttpTransport, Transport, Worker
 
 log = logging.getLogger("mismatch_monitor.collectors")
-if os.environ.get("MISMATCH_DEBUG"):
-    logging.basicConfig()
-    log.setLevel(logging.DEBUG)
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 ATEXIT_TIMEOUT = 10.0

@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,6 +97,23 @@ def classify(status: int, retry_after: str | None, detail: str = "") -> Answer:
     return Answer("reject", status, None, detail)
 
 
+def _reset_in_forked_children(worker: Worker) -> None:
+    """Give a forked child fresh locks, queue and thread for `worker`.
+
+    The hook holds the worker weakly: a fork hook cannot be unregistered, and a strong reference
+    would keep every worker (and its run) alive for the life of the process."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    method = weakref.WeakMethod(worker._reset_after_fork)
+
+    def reset() -> None:
+        bound = method()
+        if bound is not None:
+            bound()
+
+    os.register_at_fork(after_in_child=reset)
+
+
 class Worker:
     """A bounded queue drained by one daemon thread into batches."""
 
@@ -137,8 +155,7 @@ class Worker:
         self._run_pending = True
         self._closed = False
         self._reset_after_fork()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._reset_after_fork)
+        _reset_in_forked_children(self)
 
     # -- the host's side: never blocks, never raises -------------------------------------------
     def submit(self, kind: str, item: dict[str, Any]) -> bool:

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from collectors._env import gpu_info
+
 log = logging.getLogger("mismatch_monitor.collectors")
 
 
@@ -85,19 +87,6 @@ def _vllm_config(engine: Any) -> Any:
     return None
 
 
-def _device() -> tuple[str, int]:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return torch.cuda.get_device_name(
-                torch.cuda.current_device()
-            ), torch.cuda.device_count()
-    except Exception:
-        pass
-    return "cpu", 0
-
-
 def _str(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -138,7 +127,7 @@ def engine_config(engine: Any) -> dict[str, Any]:
         config["batch_invariant"] = bool(getattr(envs, "VLLM_BATCH_INVARIANT", False))
     except Exception:
         pass
-    gpu, count = _device()
+    gpu, count = gpu_info()
     config["gpu"] = gpu
     config["gpu_count"] = count
     return config

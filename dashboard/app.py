@@ -11,13 +11,14 @@ from dashboard import ids
 from dashboard.pages import buckets, compare, hardware, run, runs
 from dashboard.query import QueryLike
 from dashboard.urlstate import parse
+from server.domain import urls
 
 PAGES = {
-    "/": runs,
-    "/run": run,
-    "/compare": compare,
-    "/buckets": buckets,
-    "/hardware": hardware,
+    urls.RUNS: runs,
+    urls.RUN: run,
+    urls.COMPARE: compare,
+    urls.BUCKETS: buckets,
+    urls.HARDWARE: hardware,
 }
 
 
@@ -48,10 +49,10 @@ def create_dash(
                     *[
                         dcc.Link(label, href=path, style={"marginRight": "16px"})
                         for label, path in (
-                            ("Runs", "/"),
-                            ("Compare", "/compare"),
-                            ("Buckets", "/buckets"),
-                            ("Hardware", "/hardware"),
+                            ("Runs", urls.RUNS),
+                            ("Compare", urls.COMPARE),
+                            ("Buckets", urls.BUCKETS),
+                            ("Hardware", urls.HARDWARE),
                         )
                     ],
                 ],

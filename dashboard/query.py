@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from server.domain.alarms import Alert
+
 
 class QueryLike(Protocol):
     def projects(self) -> list[str]: ...
@@ -60,6 +62,14 @@ class QueryLike(Protocol):
     def hardware(
         self, *, metric: str = ..., run_ids: Sequence[str] | None = ..., project: str | None = ...
     ) -> list[Any]: ...
+
+
+class AlertsLike(Protocol):
+    """What the dashboard shows of alarms: firing counts per run, and a run's alert markers."""
+
+    def firing_counts(self) -> dict[str, int]: ...
+
+    def markers(self, run_id: str) -> list[Alert]: ...
 
 
 def dump(obj: Any) -> Any:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs
+
+from server.domain.urls import query_string as encode
+
+__all__ = ["as_float", "as_int", "as_list", "encode", "parse"]
 
 
 def parse(search: str | None) -> dict[str, str]:
@@ -10,15 +14,6 @@ def parse(search: str | None) -> dict[str, str]:
         return {}
     raw = parse_qs(search.lstrip("?"), keep_blank_values=False)
     return {key: values[-1] for key, values in raw.items() if values}
-
-
-def encode(state: dict[str, object]) -> str:
-    clean = {k: v for k, v in state.items() if v not in (None, "", [], ())}
-    flat = {
-        k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
-        for k, v in clean.items()
-    }
-    return "?" + urlencode(flat) if flat else ""
 
 
 def as_list(value: str | None) -> list[str]:

@@ -5,19 +5,21 @@ Nothing else constructs services; routes and the dashboard receive what they nee
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
+from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 
+from dashboard import create_dash
+from server.alarms import wiring
 from server.api import errors
 from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
-from server.api.routes import health, ingest, runs, tokens
+from server.api.routes import alarms, health, ingest, runs, tokens
 from server.config import Settings
+from server.container import Services
 from server.errors import NotFound
 from server.services.ingest import IngestService
 from server.services.query import QueryService
@@ -26,18 +28,7 @@ from server.storage import migrate
 from server.storage.db import Database
 from server.telemetry import Telemetry
 
-log = logging.getLogger("mismatch_monitor.server")
-
-
-@dataclass
-class Services:
-    settings: Settings
-    db: Database
-    query: QueryService
-    ingest: IngestService
-    tokens: TokenService
-    telemetry: Telemetry
-    extras: dict[str, Any] = field(default_factory=dict)
+VERSION = "0.1.0"
 
 
 def build_services(settings: Settings, *, db: Database | None = None) -> Services:
@@ -48,31 +39,33 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     token_service = TokenService(
         db, require_tokens=not settings.is_loopback and not settings.insecure
     )
-    return Services(settings, db, query, ingest_service, token_service, telemetry)
+    services = Services(settings, db, query, ingest_service, token_service, telemetry)
+    if settings.alarms:
+        services.alarms = wiring.build(
+            db, base_url=settings.base_url, policy=settings.webhook_policy
+        )
+        ingest_service.listeners.append(services.alarms)
+    return services
 
 
 def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> FastAPI:
     settings = settings or Settings()
-    services = build_services(settings)
-    if migrate_db:
-        migrate.upgrade(services.db)
-    _attach_alarms(services)
+    db = Database(settings.db)
+    if migrate_db:  # before the alarm service reads its states
+        migrate.upgrade(db)
+    services = build_services(settings, db=db)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        for starter in services.extras.get("start", []):
-            starter()
+        services.start()
         try:
             yield
         finally:
-            for stopper in services.extras.get("stop", []):
-                stopper()
-            services.ingest.close()
-            services.db.dispose()
+            services.close()
 
     app = FastAPI(
         title="Mismatch Monitor",
-        version="0.1.0",
+        version=VERSION,
         description=(
             "Watches the training-inference mismatch (vllm-kl) of online RL runs. Collectors post "
             "per-step summaries to /api/v1/ingest; the query API serves runs, downsampled series "
@@ -83,9 +76,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    for router in (health.router, ingest.router, runs.router, tokens.router):
-        app.include_router(router)
-    for router in services.extras.get("routers", []):
+    for router in (health.router, ingest.router, runs.router, tokens.router, alarms.router):
         app.include_router(router)
     _document_ingest_body(app)
 
@@ -100,7 +91,8 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
 
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     if settings.dashboard:
-        _mount_dashboard(app, services)
+        dash_app = create_dash(services.query, alerts=services.alarms)
+        app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app
 
 
@@ -114,26 +106,3 @@ def _document_ingest_body(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def _attach_alarms(services: Services) -> None:
-    """Alarms plug in as an ingest listener, a router and a background worker."""
-    if not services.settings.alarms:
-        return
-    try:
-        from server.alarms.wiring import attach
-    except ImportError:
-        return
-    attach(services)
-
-
-def _mount_dashboard(app: FastAPI, services: Services) -> None:
-    try:
-        from a2wsgi import WSGIMiddleware
-
-        from dashboard import create_dash
-    except ImportError:
-        log.warning("dashboard unavailable: the API runs without it")
-        return
-    dash_app = create_dash(services.query, alerts=services.extras.get("alerts"))
-    app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]

@@ -12,10 +12,9 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from typing import Literal
 
-Scope = Literal["ingest", "read", "admin"]
-SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
+from server.domain.scopes import Scope
+
 PREFIX = "mm"
 
 

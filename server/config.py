@@ -11,6 +11,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from server.alarms.outbound import TargetPolicy
+
 DEFAULT_DB = "mismatch.duckdb"
 DEFAULT_PORT = 8765
 
@@ -27,8 +29,9 @@ class Settings(BaseSettings):
         default=120.0, gt=0, description="A run is live this long after a step"
     )
     public_url: str | None = Field(default=None, description="Base URL used in alert deep links")
-    allow_private_targets: bool = Field(
-        default=True, description="Allow webhooks to private/loopback addresses"
+    webhook_allow: list[str] = Field(
+        default_factory=list,
+        description="Webhook targets allowed beyond public addresses: CIDRs or host names",
     )
     dashboard: bool = True
     alarms: bool = True
@@ -40,6 +43,16 @@ class Settings(BaseSettings):
         if not value.strip():
             raise ValueError("--db must be a DuckDB file path or a SQLAlchemy URL")
         return value.strip()
+
+    @field_validator("webhook_allow")
+    @classmethod
+    def _webhook_allow(cls, entries: list[str]) -> list[str]:
+        TargetPolicy.from_entries(entries)  # fails fast, naming the entry
+        return entries
+
+    @property
+    def webhook_policy(self) -> TargetPolicy:
+        return TargetPolicy.from_entries(self.webhook_allow)
 
     @property
     def is_loopback(self) -> bool:

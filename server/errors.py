@@ -3,13 +3,19 @@ them to HTTP in one place (`server/api/errors.py`), so a user sees what was wron
 traceback.
 
     MonitorError
-     ├── Rejected        400/422  the input is well-formed but cannot be accepted
-     │    └── TooLarge   413      the body is over the configured limit
-     ├── Unauthorized    401      no token, or not a valid one
-     ├── Forbidden       403      a valid token without the scope or project for this
-     ├── NotFound        404      the run / token / thing does not exist
-     ├── Conflict        409      the request contradicts what is stored
-     └── Unavailable     503      the storage is unreachable; safe to retry
+     ├── Rejected           422  the input is well-formed but cannot be accepted
+     │    ├── Malformed     400  the body is not what its headers say (bad gzip, Content-Length)
+     │    ├── TooLarge      413  the body is over the configured limit
+     │    ├── Unsupported   415  a Content-Encoding or Content-Type the server does not take
+     │    └── UnsafeTarget  422  a webhook URL the target policy refuses
+     ├── Unauthorized       401  no token, or not a valid one
+     ├── Forbidden          403  a valid token without the scope or project for this
+     ├── NotFound           404  the run / token / thing does not exist
+     ├── Conflict           409  the request contradicts what is stored
+     └── Unavailable        503  the storage is unreachable or busy; safe to retry
+
+Errors carry data as attributes (`detail`, and `retry_after` where waiting helps), never only
+in their text.
 """
 
 from __future__ import annotations
@@ -20,18 +26,42 @@ class MonitorError(Exception):
 
     status_code = 500
 
-    def __init__(self, message: str, *, detail: object | None = None) -> None:
+    def __init__(
+        self, message: str, *, detail: object | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail
+        self.retry_after = retry_after
 
 
 class Rejected(MonitorError):
     status_code = 422
 
 
+class Malformed(Rejected):
+    status_code = 400
+
+
 class TooLarge(Rejected):
     status_code = 413
+
+
+class Unsupported(Rejected):
+    status_code = 415
+
+
+class UnsafeTarget(Rejected):
+    """A webhook URL that the target policy refuses, or that is not a usable http(s) URL.
+
+    `reason` is a short fixed word (`scheme`, `malformed`, `credentials`, `metadata`,
+    `unresolvable`, or an address category such as `private`); `host` is the host as written in
+    the URL."""
+
+    def __init__(self, message: str, *, reason: str, host: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.host = host
 
 
 class Unauthorized(MonitorError):

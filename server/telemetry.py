@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from server.domain.records import WriteResult
 from server.services.query import QueryService
-from server.storage.writes import WriteResult
 
 
 class Telemetry:

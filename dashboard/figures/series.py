@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from dashboard.analysis import ema, running_mean
 from dashboard.figures.text import safe
 from dashboard.palette import NONFINITE, color, faint
+from server.domain.series import bucket_value
 
 Point = dict[str, Any]
 
@@ -25,9 +26,7 @@ def _x(points: Sequence[Point], x_axis: str) -> Any:
 
 
 def _y(points: Sequence[Point]) -> Any:
-    ys = _floats(p["mean"] if p["count"] > 1 else p["last"] for p in points)
-    ys[~np.isfinite(ys)] = np.nan  # ±Inf are drawn as markers, not as the line
-    return ys
+    return _floats(bucket_value(p) for p in points)
 
 
 def _floats(values: Any, dtype: Any = np.float32) -> Any:

@@ -13,20 +13,9 @@ from dashboard.configdiff import diff
 from dashboard.figures.series import difference_figure, series_figure
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
+from server.domain.metrics import COMPARE, HEADLINE, LOG_SCALE
+from server.domain.series import bucket_value, has_nonfinite
 
-METRICS = (
-    "k3_kl",
-    "ratio_dev_1e4",
-    "rollout_clip_rate",
-    "clip_rate",
-    "kl_new_old",
-    "entropy",
-    "reward_mean",
-    "lag",
-    "grad_norm",
-    "mult_prob_error",
-    "ess_token",
-)
 POINTS = 2000
 
 
@@ -66,8 +55,8 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                     html.Span(" metric ", style={"marginLeft": "12px"}),
                     dcc.Dropdown(
                         id=ids.CMP_METRIC,
-                        options=list(METRICS),
-                        value=params.get("metric", "k3_kl"),
+                        options=list(COMPARE),
+                        value=params.get("metric", HEADLINE),
                         clearable=False,
                         style={
                             "width": "200px",
@@ -192,7 +181,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
             fig = series_figure(
                 [(names[r], drawn[r]) for r in ordered],
                 title=metric,
-                log_y=metric in ("k3_kl", "kl_new_old", "grad_norm"),
+                log_y=metric in LOG_SCALE,
                 height=380,
             )
         diff_rows = diff({names[r]: configs[r].config for r in ordered})
@@ -232,10 +221,8 @@ def fetch(
 
 
 def _value(point: dict[str, Any]) -> float:
-    value = point["last"] if point["count"] == 1 else point["mean"]
-    if point.get("nan") or point.get("pos_inf") or point.get("neg_inf"):
-        return float("nan")
-    return float("nan") if value is None else float(value)
+    """A bucket that held any NaN or ±Inf counts as outside the reference band."""
+    return float("nan") if has_nonfinite(point) else bucket_value(point)
 
 
 def _diff_table(rows: list[dict[str, Any]], runs: list[str]) -> Any:

@@ -9,40 +9,35 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 from typing import Any
 
 from dash import ALL, Input, Output, State, callback_context, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.figures.series import series_figure
-from dashboard.query import QueryLike, dump
+from dashboard.query import AlertsLike, QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
+from server.domain import urls
+from server.domain.metrics import LOG_SCALE, PANELS
+from server.errors import NotFound
 
-GROUPS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
-    ("vllm-kl", ("k3_kl", "reverse_k3_kl"), True),
-    ("ratio drift", ("ratio_dev_1e4", "ratio_abs_dev"), False),
-    ("clip rates", ("rollout_clip_rate", "clip_rate"), False),
-    ("kl new/old", ("kl_new_old",), True),
-    ("entropy", ("entropy",), False),
-    ("reward", ("reward_mean",), False),
-    ("lag", ("lag",), False),
-    ("grad norm", ("grad_norm",), True),
-    ("ESS", ("ess_token", "ess_seq"), False),
-    ("IS / MIS rates", ("mis_token_rate", "tis_token_rate", "mis_seq_rate"), False),
-    ("prefix cache", ("prefix_cache_hit_rate",), False),
-)
+log = logging.getLogger("mismatch_monitor.dashboard")
+
 MAX_POINTS = 1000
 ZOOM_POINTS = 2000
 
 
 def groups_for(available: set[str], extra: list[str]) -> list[tuple[str, tuple[str, ...], bool]]:
+    """The run page's panels: (name, metrics, log axis) for every canonical panel the run has
+    data for, then one panel per extra metric asked for."""
     chosen = [
-        (name, tuple(m for m in metrics if m in available), log)
-        for name, metrics, log in GROUPS
-        if any(m in available for m in metrics)
+        (panel.name, tuple(m for m in panel.metrics if m in available), panel.log)
+        for panel in PANELS
+        if any(m in available for m in panel.metrics)
     ]
-    known = {m for _, metrics, _ in GROUPS for m in metrics}
-    chosen += [(m, (m,), False) for m in extra if m in available and m not in known]
+    known = {m for panel in PANELS for m in panel.metrics}
+    chosen += [(m, (m,), m in LOG_SCALE) for m in extra if m in available and m not in known]
     return chosen
 
 
@@ -50,17 +45,26 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 2000, **_
     run_id = params.get("run")
     if not run_id:
         return html.Div(
-            [html.H3("No run selected"), dcc.Link("choose one on the runs page", href="/")]
+            [html.H3("No run selected"), dcc.Link("choose one on the runs page", href=urls.RUNS)]
         )
     try:
         detail = query.get_run(run_id)
         metrics = query.list_metrics(run_id)
-    except Exception:
+    except NotFound:
         return html.Div(
             [
                 html.H3("Run not found"),
                 html.P(f"No run with id {run_id}."),
-                dcc.Link("back to runs", href="/"),
+                dcc.Link("back to runs", href=urls.RUNS),
+            ]
+        )
+    except Exception:
+        log.exception("could not load run %s", run_id)
+        return html.Div(
+            [
+                html.H3("Could not load this run"),
+                html.P("The server failed to read it; the server log has the details."),
+                dcc.Link("back to runs", href=urls.RUNS),
             ]
         )
     names = sorted({m.name for m in metrics})
@@ -172,11 +176,12 @@ def _fetch(
                 ).points
             )
         except Exception:
+            log.exception("could not read %s of run %s", metric, run_id)
             out[metric] = []
     return out
 
 
-def register(app: Any, query: QueryLike, *, alerts: Any = None, **_: Any) -> None:
+def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **_: Any) -> None:
     @app.callback(
         Output(ids.RUN_STORE, "data"),
         Input(ids.RUN_METRICS, "value"),
@@ -240,6 +245,7 @@ def register(app: Any, query: QueryLike, *, alerts: Any = None, **_: Any) -> Non
         try:
             notes = [dump(a) for a in query.get_run(run_id).annotations]
         except Exception:
+            log.exception("could not read the annotations of run %s", run_id)
             notes = []
         marks = _alerts_for(alerts, run_id)
         panels = []
@@ -345,10 +351,12 @@ def register(app: Any, query: QueryLike, *, alerts: Any = None, **_: Any) -> Non
         return {"content": buffer.getvalue(), "filename": f"{store['run']}-series.csv"}
 
 
-def _alerts_for(alerts: Any, run_id: str) -> list[dict[str, Any]]:
-    if alerts is None or not hasattr(alerts, "markers"):
+def _alerts_for(alerts: AlertsLike | None, run_id: str) -> list[dict[str, Any]]:
+    if alerts is None:
         return []
     try:
-        return list(alerts.markers(run_id))
+        found = alerts.markers(run_id)
     except Exception:
+        log.exception("could not read the alerts of run %s", run_id)
         return []
+    return [{"step": a.step, "rule": a.rule_name, "state": a.state} for a in found]

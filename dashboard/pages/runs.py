@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -10,8 +11,13 @@ from dash import Input, Output, State, dcc, html
 from dashboard import ids
 from dashboard.components import DataTable
 from dashboard.figures.text import sparkline
-from dashboard.query import QueryLike
+from dashboard.query import AlertsLike, QueryLike
 from dashboard.urlstate import encode
+from server.domain import urls
+from server.domain.metrics import HEADLINE
+from server.domain.series import bucket_value
+
+log = logging.getLogger("mismatch_monitor.dashboard")
 
 COLUMNS = [
     ("name", "run"),
@@ -36,21 +42,18 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def table_rows(query: QueryLike, runs: list[Any], alerts: Any = None) -> list[dict[str, Any]]:
+def table_rows(
+    query: QueryLike, runs: list[Any], alerts: AlertsLike | None = None
+) -> list[dict[str, Any]]:
     rows = []
     firing = _firing_counts(alerts)
     for r in runs:
         trend = ""
         try:
-            series = query.series(r.id, "k3_kl", max_points=30)
-            trend = sparkline(
-                [
-                    p.last if p.count == 1 else (p.mean if p.mean is not None else math.nan)
-                    for p in series.points
-                ]
-            )
+            series = query.series(r.id, HEADLINE, max_points=30)
+            trend = sparkline([bucket_value(p.model_dump()) for p in series.points])
         except Exception:
-            trend = ""
+            log.exception("could not read the trend of run %s", r.id)
         rows.append(
             {
                 "id": r.id,
@@ -59,7 +62,7 @@ def table_rows(query: QueryLike, runs: list[Any], alerts: Any = None) -> list[di
                 "labels": ", ".join(f"{k}={v}" for k, v in sorted(r.labels.items())),
                 "status": r.status,
                 "last_step": r.last_step,
-                "k3_kl": _fmt(r.latest.get("k3_kl")),
+                "k3_kl": _fmt(r.latest.get(HEADLINE)),
                 "trend": trend,
                 "gpus": ", ".join(r.gpus),
                 "alarms": firing.get(r.id, 0),
@@ -68,12 +71,13 @@ def table_rows(query: QueryLike, runs: list[Any], alerts: Any = None) -> list[di
     return rows
 
 
-def _firing_counts(alerts: Any) -> dict[str, int]:
-    if alerts is None or not hasattr(alerts, "firing_counts"):
+def _firing_counts(alerts: AlertsLike | None) -> dict[str, int]:
+    if alerts is None:
         return {}
     try:
-        return dict(alerts.firing_counts())
+        return alerts.firing_counts()
     except Exception:
+        log.exception("could not count firing alerts")
         return {}
 
 
@@ -112,7 +116,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                     dcc.Link(
                         "Compare selected",
                         id=ids.RUNS_COMPARE_LINK,
-                        href="/compare",
+                        href=urls.COMPARE,
                         style={"marginLeft": "16px"},
                     ),
                 ]
@@ -152,7 +156,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     )
 
 
-def register(app: Any, query: QueryLike, *, alerts: Any = None, **_: Any) -> None:
+def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **_: Any) -> None:
     @app.callback(
         Output(ids.RUNS_TABLE, "data"),
         Input(ids.RUNS_FILTER_PROJECT, "value"),
@@ -166,6 +170,7 @@ def register(app: Any, query: QueryLike, *, alerts: Any = None, **_: Any) -> Non
         try:
             found = query.list_runs(project=project or None, label=label or None, text=text or None)
         except Exception:
+            log.exception("could not list runs")
             found = []
         return table_rows(query, found, alerts)
 
@@ -177,11 +182,11 @@ def register(app: Any, query: QueryLike, *, alerts: Any = None, **_: Any) -> Non
     )
     def selection(selected: list[int] | None, data: list[dict[str, Any]] | None) -> Any:
         chosen = [data[i]["id"] for i in (selected or []) if data and i < len(data)]
-        href = "/compare" + encode({"runs": chosen, "ref": chosen[0] if chosen else None})
+        href = urls.compare_view(chosen)
         links = [
             dcc.Link(
                 f"open {row_id}",
-                href="/run" + encode({"run": row_id}),
+                href=urls.run_view(row_id),
                 style={"marginRight": "12px"},
             )
             for row_id in chosen

@@ -17,17 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-CANONICAL = [
-    "k3_kl",
-    "ratio_dev_1e4",
-    "mult_prob_error",
-    "entropy",
-    "grad_norm",
-    "reward_mean",
-    "kl_new_old",
-    "ratio_mean",
-    "loss",
-]
+from server.alarms import ids
+from server.alarms.store import AlarmStore
+from server.domain.alarms import Rule
+from server.domain.metrics import NONFINITE_WATCHED
 
 PACK: list[dict[str, Any]] = [
     {
@@ -85,7 +78,7 @@ PACK: list[dict[str, Any]] = [
         "kind": "nonfinite",
         "metric": "*",
         "severity": "critical",
-        "params": {"metrics": CANONICAL, "for_steps": 1},
+        "params": {"metrics": list(NONFINITE_WATCHED), "for_steps": 1},
     },
     {
         "name": "stalled run",
@@ -111,3 +104,10 @@ PACK: list[dict[str, Any]] = [
         },
     },
 ]
+
+
+def seed_defaults(store: AlarmStore, project: str) -> list[Rule]:
+    """Install the default pack for a project that has no rules yet; returns what it made."""
+    if store.has_rules(project):
+        return []
+    return [store.save_rule(Rule(id=ids.rule(), project=project, **spec)) for spec in PACK]

@@ -8,19 +8,26 @@ message is `max_age_s` old. A restart picks up whatever was not delivered.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
+from sqlalchemy.engine import RowMapping
 
 from server.alarms import signing
 from server.alarms import tables as t
-from server.alarms.outbound import UnsafeTarget, check_url
+from server.alarms.outbound import TargetPolicy
+from server.alarms.payloads import render, sample_event
+from server.alarms.safe_http import TrialResult, post, send_trial, webhook_client
+from server.domain.alarms import Receiver
+from server.errors import UnsafeTarget
 from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.alarms")
@@ -35,17 +42,18 @@ class DeliveryWorker:
         self,
         db: Database,
         *,
-        allow_private: bool,
+        policy: TargetPolicy,
         max_age_s: float = 24 * 3600,
         interval_s: float = 1.0,
         timeout_s: float = 5.0,
         ticks: list[Callable[[], None]] | None = None,
     ) -> None:
         self.db = db
-        self.allow_private = allow_private
+        self.policy = policy
         self.max_age_s = max_age_s
         self.interval_s = interval_s
-        self.client = httpx.Client(timeout=timeout_s)
+        self.timeout_s = timeout_s
+        self.client = webhook_client(timeout_s)
         self.ticks = ticks or []
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -126,7 +134,7 @@ class DeliveryWorker:
             self._send(row._mapping, now)
         return len(rows)
 
-    def _send(self, row: Any, now: float) -> None:
+    def _send(self, row: RowMapping, now: float) -> None:
         o = t.outbox.c
         update: dict[str, Any] = {"attempts": row["attempts"] + 1, "lease_until": None}
         if row["url"] is None:
@@ -135,11 +143,13 @@ class DeliveryWorker:
             body = row["body"].encode()
             stamp = int(time.time())
             try:
-                check_url(row["url"], allow_private=self.allow_private)
-                response = self.client.post(
+                response = post(
+                    self.client,
                     row["url"],
                     content=body,
                     headers=signing.headers(row["secret"], row["id"], stamp, body),
+                    policy=self.policy,
+                    timeout_s=self.timeout_s,
                 )
                 status = response.status_code
                 update["last_status"] = status
@@ -161,37 +171,17 @@ class DeliveryWorker:
         with self.db.write() as conn:
             conn.execute(sa.update(t.outbox).where(o.id == row["id"]).values(**update))
 
-    def send_test(self, receiver: dict[str, Any]) -> int:
-        """A signed test message straight to a receiver (not through the outbox)."""
-        check_url(receiver["url"], allow_private=self.allow_private)
-        from server.alarms.payloads import render
-
-        event = {
-            "type": "alert.test",
-            "state": "test",
-            "severity": "info",
-            "rule": "test",
-            "rule_id": "test",
-            "project": receiver["project"],
-            "run": "test",
-            "metric": "k3_kl",
-            "source": "trainer",
-            "step": 0,
-            "value": 0.0,
-            "threshold": 0.0,
-            "started_at": None,
-            "resolved_at": None,
-            "linked_alert_id": None,
-            "url": "",
-        }
-        import json
-        import uuid
-
-        body = json.dumps(render(receiver["format"], event)).encode()
+    def send_test(self, receiver: Receiver) -> TrialResult:
+        """A signed test message straight to a receiver (not through the outbox). The answer is
+        only delivered or not, with a generic reason: a status code or a connection error of
+        the target would tell the caller about hosts it cannot otherwise see."""
+        body = json.dumps(render(receiver.format, sample_event(receiver.project))).encode()
         msg_id = f"msg_test_{uuid.uuid4().hex[:12]}"
-        response = self.client.post(
-            receiver["url"],
+        return send_trial(
+            self.client,
+            receiver.url,
             content=body,
-            headers=signing.headers(receiver["secret"], msg_id, int(time.time()), body),
+            headers=signing.headers(receiver.secret, msg_id, int(time.time()), body),
+            policy=self.policy,
+            timeout_s=self.timeout_s,
         )
-        return response.status_code

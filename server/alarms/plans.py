@@ -7,13 +7,13 @@ costs a dictionary lookup per watched metric and per record, not a rule match pe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.alarms.rules import Check, Rule, Scan, compile_rule, compile_scan, quiet_check
+from server.alarms.rules import Check, Scan, compile_rule, compile_scan, quiet_check
+from server.domain.alarms import Rule, StateKey
 
-Key = tuple[str, str]
 PlanKey = tuple[str, str, str, str, str | None, tuple[tuple[str, str], ...]]
 
 
@@ -23,7 +23,7 @@ class Slot:
 
     rule: Rule
     check: Check
-    key: Key
+    key: StateKey
     state: dict[str, Any]
     timing: tuple[int, int, float, float]
     advances: bool  # False for a precursor's trigger metric: it only feeds the detector
@@ -35,7 +35,7 @@ Plan = list[tuple[str, list[Slot]]]
 
 
 def plan_key(
-    project: str, run_id: str, source: str, actor: str, gpu: str | None, labels: dict[str, str]
+    project: str, run_id: str, source: str, actor: str, gpu: str | None, labels: Mapping[str, str]
 ) -> PlanKey:
     return (project, run_id, source, actor, gpu, tuple(sorted(labels.items())))
 
@@ -53,7 +53,7 @@ def timing(rule: Rule) -> tuple[int, int, float, float]:
 
 def build(
     by_metric: dict[str, list[Rule]],
-    states: dict[Key, dict[str, Any]],
+    states: dict[StateKey, dict[str, Any]],
     key: PlanKey,
 ) -> Plan:
     """The plan of one series; missing states are created in `states` (empty until used)."""
@@ -78,7 +78,7 @@ def build(
             state_key = (rule.id, base if precursor else f"{base}|{metric}")
             state = states.setdefault(state_key, {})
             state.setdefault("eval", {})
-            trigger = precursor and metric == rule.params.get("trigger_metric", "k3_kl")
+            trigger = precursor and metric == rule.trigger
             check = checks.get(rule.id) or checks.setdefault(rule.id, compile_rule(rule))
             slots.append(
                 Slot(

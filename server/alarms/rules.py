@@ -7,59 +7,12 @@ breaches the rule, with the observed value and the threshold it was compared to.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-KINDS = ("threshold", "spike", "sustained", "nonfinite", "stalled", "precursor")
+from server.domain.alarms import DEFAULT_TRIGGER, Rule
 
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    project: str
-    name: str
-    kind: str
-    metric: str = "*"
-    source: str | None = None
-    run_id: str | None = None
-    label: str | None = None
-    gpu: str | None = None
-    severity: str = "warning"
-    params: dict[str, Any] = field(default_factory=dict)
-    enabled: bool = True
-
-    def matches(
-        self,
-        *,
-        project: str,
-        run_id: str,
-        labels: dict[str, str],
-        source: str,
-        gpu: str | None,
-        metric: str,
-    ) -> bool:
-        if not self.enabled or self.project != project:
-            return False
-        if self.run_id and self.run_id != run_id:
-            return False
-        if self.source and self.source != source:
-            return False
-        if self.gpu and self.gpu != (gpu or ""):
-            return False
-        if self.label:
-            key, _, value = self.label.partition("=")
-            if key not in labels or (value and labels[key] != value):
-                return False
-        metrics = self.params.get("metrics")
-        if self.kind == "precursor":
-            return metric in (
-                self.params.get("trigger_metric", "k3_kl"),
-                *self.params.get("follow", ()),
-            )
-        if metrics:
-            return metric in metrics
-        return self.metric in ("*", metric)
+Params = Mapping[str, Any]
 
 
 class Verdict(NamedTuple):
@@ -83,7 +36,7 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
-def _threshold_breach(p: dict[str, Any]) -> Callable[[float], bool]:
+def _threshold_breach(p: Params) -> Callable[[float], bool]:
     """Whether one value breaches a threshold rule; non-finite values never do (the
     non-finite rule watches those)."""
     limit = float(p["threshold"])
@@ -93,7 +46,7 @@ def _threshold_breach(p: dict[str, Any]) -> Callable[[float], bool]:
     return lambda v: -math.inf < (abs(v) if absolute else v) < limit
 
 
-def threshold(p: dict[str, Any]) -> Check:
+def threshold(p: Params) -> Check:
     limit = float(p["threshold"])
     breach = _threshold_breach(p)
 
@@ -111,7 +64,7 @@ soon as one may breach — the caller then replays the batch value by value on a
 
 
 def _spike_core(
-    p: dict[str, Any],
+    p: Params,
 ) -> Callable[[dict[str, Any], list[float], bool], tuple[list[int], float | None]]:
     """The spike detector over a run of values, on local variables: returns the indices that
     breached and the threshold the last value was compared to. With `stop`, it ends after the
@@ -164,7 +117,7 @@ def _spike_core(
     return run
 
 
-def spike(p: dict[str, Any]) -> Check:
+def spike(p: Params) -> Check:
     """Robust z-score against the trailing median/MAD of `window` values, with an absolute floor
     (value − median must exceed it) so a flat series does not fire on noise.
 
@@ -181,13 +134,13 @@ def spike(p: dict[str, Any]) -> Check:
     return check
 
 
-def spike_scan(p: dict[str, Any]) -> Scan:
+def spike_scan(p: Params) -> Scan:
     run = _spike_core(p)
     return lambda st, metric, steps, values: not run(st, values, True)[0]
 
 
 def _sustained_core(
-    p: dict[str, Any],
+    p: Params,
 ) -> Callable[[dict[str, Any], list[float], bool], tuple[bool, float, float | None]]:
     a_short = 2 / (float(p.get("short", 5)) + 1)
     a_long = 2 / (float(p.get("long", 50)) + 1)
@@ -221,7 +174,7 @@ def _sustained_core(
     return run
 
 
-def sustained(p: dict[str, Any]) -> Check:
+def sustained(p: Params) -> Check:
     """Short EWMA over long EWMA above `ratio` (after `warmup` values, above `floor`)."""
     run = _sustained_core(p)
 
@@ -232,23 +185,23 @@ def sustained(p: dict[str, Any]) -> Check:
     return check
 
 
-def sustained_scan(p: dict[str, Any]) -> Scan:
+def sustained_scan(p: Params) -> Scan:
     run = _sustained_core(p)
     return lambda st, metric, steps, values: not run(st, values, True)[0]
 
 
-def nonfinite(p: dict[str, Any]) -> Check:
+def nonfinite(p: Params) -> Check:
     def check(st: dict[str, Any], value: float, *_: Any) -> Verdict:
         return Verdict(not _isfinite(value), value, None)
 
     return check
 
 
-def precursor(p: dict[str, Any]) -> Check:
+def precursor(p: Params) -> Check:
     """A vllm-kl spike followed within `within_steps` by a spike of a follow metric (grad_norm,
     entropy): the collapse the write-ups saw coming. One state holds a spike detector per metric."""
     detector = _spike_core(p)
-    trigger = p.get("trigger_metric", "k3_kl")
+    trigger = str(p.get("trigger_metric", DEFAULT_TRIGGER))
     within = int(p.get("within_steps", 30))
 
     def check(st: dict[str, Any], value: float, metric: str, step: int) -> Verdict:
@@ -266,11 +219,11 @@ def precursor(p: dict[str, Any]) -> Check:
     return check
 
 
-def precursor_scan(p: dict[str, Any]) -> Scan:
+def precursor_scan(p: Params) -> Scan:
     """Trigger spikes are absorbed (they only mark a step); any follow-metric spike or non-finite
     value hands the batch back for the exact, step-interleaved replay."""
     detector = _spike_core(p)
-    trigger = p.get("trigger_metric", "k3_kl")
+    trigger = str(p.get("trigger_metric", DEFAULT_TRIGGER))
 
     def scan(st: dict[str, Any], metric: str, steps: list[int], values: list[float]) -> bool:
         state = st.setdefault("detectors", {}).setdefault(metric, {})
@@ -296,7 +249,7 @@ def quiet_check(rule: Rule) -> Callable[[list[float]], bool] | None:
     return lambda values: not any(map(breach, values))
 
 
-COMPILERS: dict[str, Callable[[dict[str, Any]], Check]] = {
+COMPILERS: dict[str, Callable[[Mapping[str, Any]], Check]] = {
     "threshold": threshold,
     "spike": spike,
     "sustained": sustained,
@@ -305,7 +258,7 @@ COMPILERS: dict[str, Callable[[dict[str, Any]], Check]] = {
 }
 
 
-SCANS: dict[str, Callable[[dict[str, Any]], Scan]] = {
+SCANS: dict[str, Callable[[Mapping[str, Any]], Scan]] = {
     "spike": spike_scan,
     "sustained": sustained_scan,
     "precursor": precursor_scan,

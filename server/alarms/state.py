@@ -6,16 +6,9 @@ happened that a person should hear about, a transition: "firing", "resolved" or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Transition:
-    kind: str  # firing | resolved | repeat
-    step: int
-    value: float
-    threshold: float | None
+from server.domain.alarms import Transition
 
 
 def advance(

@@ -1,12 +1,17 @@
-"""Alarm persistence: rules, receivers, silences, states, alerts and the outbox."""
+"""Alarm persistence: rules, receivers, silences, states, alerts and the outbox.
+
+Rows travel as the domain's types (`Rule`, `Receiver`, `Silence`, `Alert`); the outbox, which
+only the delivery worker reads, as `OutboxMessage`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,10 +19,26 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from server.alarms import tables as t
-from server.alarms.defaults import PACK
-from server.alarms.rules import Rule
+from server.domain.alarms import Alert, Receiver, Rule, Silence, StateKey
 from server.errors import NotFound
 from server.storage.db import Database
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One webhook body for one receiver, as the outbox keeps it until delivered."""
+
+    id: str
+    receiver_id: str
+    body: str
+    created_at: float
+    attempts: int = 0
+    next_attempt_at: float = 0.0
+    lease_until: float | None = None
+    delivered_at: float | None = None
+    gave_up_at: float | None = None
+    last_status: int | None = None
+    last_error: str | None = None
 
 
 @contextmanager
@@ -30,38 +51,12 @@ def _transaction(db: Database, conn: Connection | None) -> Iterator[Connection]:
             yield new
 
 
-def rule_from_row(row: Any) -> Rule:
+def _rule(row: Any) -> Rule:
+    values = dict(row._mapping)
+    values.pop("updated_at", None)
     return Rule(
-        id=row.id,
-        project=row.project,
-        name=row.name,
-        kind=row.kind,
-        metric=row.metric,
-        source=row.source,
-        run_id=row.run_id,
-        label=row.label,
-        gpu=row.gpu,
-        severity=row.severity,
-        params=json.loads(row.params),
-        enabled=bool(row.enabled),
+        **{**values, "params": json.loads(values["params"]), "enabled": bool(values["enabled"])}
     )
-
-
-def rule_dict(rule: Rule) -> dict[str, Any]:
-    return {
-        "id": rule.id,
-        "project": rule.project,
-        "name": rule.name,
-        "kind": rule.kind,
-        "metric": rule.metric,
-        "source": rule.source,
-        "run_id": rule.run_id,
-        "label": rule.label,
-        "gpu": rule.gpu,
-        "severity": rule.severity,
-        "params": rule.params,
-        "enabled": rule.enabled,
-    }
 
 
 class AlarmStore:
@@ -75,20 +70,32 @@ class AlarmStore:
             query = query.where(t.rules.c.project == project)
         with self.db.read() as conn:
             return [
-                rule_from_row(r)
-                for r in conn.execute(query.order_by(t.rules.c.project, t.rules.c.name))
+                _rule(r) for r in conn.execute(query.order_by(t.rules.c.project, t.rules.c.name))
             ]
 
+    def rule(self, rule_id: str) -> Rule:
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(t.rules).where(t.rules.c.id == rule_id)).first()
+        if row is None:
+            raise NotFound(f"no rule {rule_id!r}; list them with `mismatch rule list`")
+        return _rule(row)
+
+    def has_rules(self, project: str) -> bool:
+        with self.db.read() as conn:
+            query = sa.select(t.rules.c.id).where(t.rules.c.project == project).limit(1)
+            return conn.execute(query).first() is not None
+
     def save_rule(self, rule: Rule) -> Rule:
-        values = rule_dict(rule)
-        values["params"] = json.dumps(rule.params)
-        values["updated_at"] = time.time()
+        """Insert or replace a rule; its series' states start afresh."""
+        values = {
+            **dataclasses.asdict(rule),
+            "params": json.dumps(dict(rule.params)),
+            "updated_at": time.time(),
+        }
         with self.db.write() as conn:
             conn.execute(sa.delete(t.rules).where(t.rules.c.id == rule.id))
             conn.execute(sa.insert(t.rules).values(**values))
-            conn.execute(
-                sa.delete(t.states).where(t.states.c.rule_id == rule.id)
-            )  # re-evaluate afresh
+            conn.execute(sa.delete(t.states).where(t.states.c.rule_id == rule.id))
         return rule
 
     def delete_rule(self, rule_id: str) -> None:
@@ -97,95 +104,60 @@ class AlarmStore:
                 raise NotFound(f"no rule {rule_id!r}")
             conn.execute(sa.delete(t.states).where(t.states.c.rule_id == rule_id))
 
-    def seed_defaults(self, project: str) -> list[Rule]:
-        """Install the default pack for a project that has no rules yet."""
-        with self.db.read() as conn:
-            if conn.execute(
-                sa.select(t.rules.c.id).where(t.rules.c.project == project).limit(1)
-            ).first():
-                return []
-        made = []
-        for spec in PACK:
-            rule = Rule(id=f"r_{uuid.uuid4().hex[:12]}", project=project, **spec)
-            made.append(self.save_rule(rule))
-        return made
-
     # -- receivers and silences -------------------------------------------------------------
-    def receivers(self, project: str | None = None) -> list[dict[str, Any]]:
+    def receivers(self, project: str | None = None) -> list[Receiver]:
         query = sa.select(t.receivers)
         if project is not None:
             query = query.where(t.receivers.c.project == project)
         with self.db.read() as conn:
-            return [
-                dict(r._mapping) for r in conn.execute(query.order_by(t.receivers.c.created_at))
-            ]
+            rows = conn.execute(query.order_by(t.receivers.c.created_at))
+            return [Receiver(**r._mapping) for r in rows]
 
-    def receiver(self, receiver_id: str) -> dict[str, Any]:
+    def receiver(self, receiver_id: str) -> Receiver:
         with self.db.read() as conn:
             row = conn.execute(
                 sa.select(t.receivers).where(t.receivers.c.id == receiver_id)
             ).first()
         if row is None:
             raise NotFound(f"no receiver {receiver_id!r}; list them with `mismatch receiver list`")
-        return dict(row._mapping)
+        return Receiver(**row._mapping)
 
-    def add_receiver(
-        self, *, project: str, url: str, fmt: str, secret: str | None
-    ) -> dict[str, Any]:
-        row = {
-            "id": f"rcv_{uuid.uuid4().hex[:12]}",
-            "project": project,
-            "url": url,
-            "format": fmt,
-            "secret": secret,
-            "created_at": time.time(),
-        }
+    def add_receiver(self, receiver: Receiver) -> Receiver:
         with self.db.write() as conn:
-            conn.execute(sa.insert(t.receivers).values(**row))
-        return row
-
-    def delete(self, table: sa.Table, item_id: str) -> None:
-        with self.db.write() as conn:
-            if not conn.execute(sa.delete(table).where(table.c.id == item_id)).rowcount:
-                raise NotFound(f"no {table.name.removeprefix('alarm_').rstrip('s')} {item_id!r}")
+            conn.execute(sa.insert(t.receivers).values(**dataclasses.asdict(receiver)))
+        return receiver
 
     def silences(
         self, project: str | None = None, *, active_at: float | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Silence]:
         query = sa.select(t.silences)
         if project is not None:
             query = query.where(t.silences.c.project == project)
         if active_at is not None:
             query = query.where(t.silences.c.until > active_at)
         with self.db.read() as conn:
-            return [dict(r._mapping) for r in conn.execute(query)]
+            rows = conn.execute(query.order_by(t.silences.c.created_at))
+            return [Silence(**r._mapping) for r in rows]
 
-    def add_silence(
-        self,
-        *,
-        project: str,
-        until: float,
-        rule_id: str | None,
-        run_id: str | None,
-        label: str | None,
-        comment: str,
-    ) -> dict[str, Any]:
-        row = {
-            "id": f"sil_{uuid.uuid4().hex[:12]}",
-            "project": project,
-            "rule_id": rule_id,
-            "run_id": run_id,
-            "label": label,
-            "until": until,
-            "comment": comment,
-            "created_at": time.time(),
-        }
+    def silence(self, silence_id: str) -> Silence:
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(t.silences).where(t.silences.c.id == silence_id)).first()
+        if row is None:
+            raise NotFound(f"no silence {silence_id!r}; list them with `mismatch silence list`")
+        return Silence(**row._mapping)
+
+    def add_silence(self, silence: Silence) -> Silence:
         with self.db.write() as conn:
-            conn.execute(sa.insert(t.silences).values(**row))
-        return row
+            conn.execute(sa.insert(t.silences).values(**dataclasses.asdict(silence)))
+        return silence
 
-    # -- states, alerts, outbox -------------------------------------------------------------
-    def load_states(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def delete(self, table: sa.Table, item_id: str) -> None:
+        with self.db.write() as conn:
+            if not conn.execute(sa.delete(table).where(table.c.id == item_id)).rowcount:
+                raise NotFound(f"no {table.name.removeprefix('alarm_').rstrip('s')} {item_id!r}")
+
+    # -- states -----------------------------------------------------------------------------
+    def load_states(self) -> dict[StateKey, dict[str, Any]]:
         with self.db.read() as conn:
             return {
                 (r.rule_id, r.series): json.loads(r.state)
@@ -193,7 +165,7 @@ class AlarmStore:
             }
 
     def save_states(
-        self, states: dict[tuple[str, str], dict[str, Any]], conn: Connection | None = None
+        self, states: dict[StateKey, dict[str, Any]], conn: Connection | None = None
     ) -> None:
         if not states:
             return
@@ -226,8 +198,8 @@ class AlarmStore:
             yield conn
 
     def states_of(
-        self, conn: Connection, keys: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], dict[str, Any]]:
+        self, conn: Connection, keys: Sequence[StateKey]
+    ) -> dict[StateKey, dict[str, Any]]:
         """The stored states of `keys` (those stored), read inside the caller's transaction."""
         if not keys:
             return {}
@@ -237,39 +209,40 @@ class AlarmStore:
         )
         return {(r.rule_id, r.series): json.loads(r.state) for r in conn.execute(query)}
 
+    # -- alerts and the outbox --------------------------------------------------------------
     def record(
         self,
-        opened: Sequence[dict[str, Any]],
-        closed: Sequence[dict[str, Any]],
-        messages: Sequence[dict[str, Any]],
+        opened: Sequence[Alert],
+        closed: Sequence[Alert],
+        messages: Sequence[OutboxMessage],
         conn: Connection | None = None,
     ) -> None:
         """Alert transitions and their outbox messages, in one transaction (the caller's, when
         given: then they commit together with the states that led to them)."""
         with _transaction(self.db, conn) as conn:
             for alert in opened:
-                conn.execute(sa.insert(t.alerts).values(**alert))
+                conn.execute(sa.insert(t.alerts).values(**dataclasses.asdict(alert)))
             for alert in closed:
                 conn.execute(
                     sa.update(t.alerts)
-                    .where(t.alerts.c.id == alert["id"])
+                    .where(t.alerts.c.id == alert.id)
                     .values(
                         state="resolved",
-                        resolved_at=alert["resolved_at"],
-                        resolved_step=alert["resolved_step"],
+                        resolved_at=alert.resolved_at,
+                        resolved_step=alert.resolved_step,
                     )
                 )
             for message in messages:
                 conn.execute(
                     pg_insert(t.outbox)
-                    .values(**message)
+                    .values(**dataclasses.asdict(message))
                     .on_conflict_do_nothing(index_elements=["id"])
                 )
 
-    def alert(self, alert_id: str) -> dict[str, Any] | None:
+    def alert(self, alert_id: str) -> Alert | None:
         with self.db.read() as conn:
             row = conn.execute(sa.select(t.alerts).where(t.alerts.c.id == alert_id)).first()
-        return dict(row._mapping) if row else None
+        return Alert(**row._mapping) if row else None
 
     def alerts(
         self,
@@ -279,7 +252,7 @@ class AlarmStore:
         state: str | None = None,
         projects: Sequence[str] | None = None,
         limit: int = 500,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Alert]:
         c = t.alerts.c
         query = sa.select(t.alerts)
         if project is not None:
@@ -291,7 +264,16 @@ class AlarmStore:
         if state is not None:
             query = query.where(c.state == state)
         with self.db.read() as conn:
-            return [
-                dict(r._mapping)
-                for r in conn.execute(query.order_by(c.started_at.desc()).limit(limit))
-            ]
+            rows = conn.execute(query.order_by(c.started_at.desc()).limit(limit))
+            return [Alert(**r._mapping) for r in rows]
+
+    def firing_counts(self) -> dict[str, int]:
+        """Open alerts per run, counted in the database."""
+        c = t.alerts.c
+        query = (
+            sa.select(c.run_id, sa.func.count().label("n"))
+            .where(c.state == "firing")
+            .group_by(c.run_id)
+        )
+        with self.db.read() as conn:
+            return {r.run_id: int(r.n) for r in conn.execute(query)}

@@ -1,65 +1,79 @@
-"""Plug alarms into the app: an ingest listener, routers, a background worker, dashboard hooks."""
+"""The alarm feature assembled: evaluation on ingest, configuration, delivery, housekeeping.
+
+The composition root builds one `Alarms` and plugs it in as an ingest listener; the API reaches
+it through a typed dependency, the dashboard through the two read methods it needs.
+"""
 
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
-from typing import Any
+from dataclasses import dataclass
 
+from server.alarms.config import AlarmConfigService
 from server.alarms.delivery import DeliveryWorker
+from server.alarms.outbound import TargetPolicy
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
-from server.storage import reads
+from server.domain.alarms import Alert, RunActivity
+from server.domain.records import WriteResult
+from server.storage import runs
+from server.storage.db import Database
+
+ACTIVITY_LIMIT = 10_000
 
 
-def _activity(db: Any) -> list[Any]:
+@dataclass
+class Alarms:
+    service: AlarmService
+    config: AlarmConfigService
+    worker: DeliveryWorker
+
+    def on_ingested(self, result: WriteResult) -> None:
+        before = self.service.transitions
+        self.service.on_ingested(result)
+        if self.service.transitions != before:
+            self.worker.wake()  # something to deliver: do not wait for the next poll
+
+    def start(self) -> None:
+        self.worker.start()
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.service.flush_states()
+
+    def firing_counts(self) -> dict[str, int]:
+        return self.service.firing_counts()
+
+    def markers(self, run_id: str) -> list[Alert]:
+        return self.service.markers(run_id)
+
+
+def build(db: Database, *, base_url: str, policy: TargetPolicy) -> Alarms:
+    store = AlarmStore(db)
+    service = AlarmService(store, base_url=base_url)
+    worker = DeliveryWorker(
+        db,
+        policy=policy,
+        ticks=[
+            service.flush_states,
+            lambda: service.check_stalled(activity(db)),
+            service.reload,
+        ],
+    )
+    return Alarms(service, AlarmConfigService(store, service, worker), worker)
+
+
+def activity(db: Database) -> list[RunActivity]:
     """Runs with their last activity, without the heavier summary the runs page needs."""
     with db.read() as conn:
-        rows = reads.run_rows(conn, limit=10_000)
+        rows = runs.rows(conn, limit=ACTIVITY_LIMIT)
     return [
-        SimpleNamespace(
+        RunActivity(
             id=r.id,
             project=r.project,
-            labels=json.loads(r.labels),
+            labels=runs.loads(r.labels, {}),
             status=r.status,
             last_seen=r.last_seen,
             last_step=r.last_step,
         )
         for r in rows
     ]
-
-
-def attach(services: Any) -> None:
-    from server.api.routes import alarms as routes
-
-    store = AlarmStore(services.db)
-    service = AlarmService(store, base_url=services.settings.base_url)
-    worker = DeliveryWorker(
-        services.db,
-        allow_private=services.settings.allow_private_targets,
-        ticks=[
-            service.flush_states,
-            lambda: service.check_stalled(_activity(services.db)),
-            service.reload,
-        ],
-    )
-
-    class _Listener:
-        def on_ingested(self, result: Any) -> None:
-            before = service.transitions
-            service.on_ingested(result)
-            if service.transitions != before:
-                worker.wake()  # something to deliver: do not wait for the next poll
-
-    services.ingest.listeners.append(_Listener())
-    services.extras["alarm_service"] = service
-    services.extras["alarm_worker"] = worker
-    services.extras["alerts"] = service
-    services.extras.setdefault("routers", []).append(routes.router)
-    services.extras.setdefault("start", []).append(worker.start)
-
-    def _stop() -> None:
-        worker.stop()
-        service.flush_states()
-
-    services.extras.setdefault("stop", []).append(_stop)

@@ -6,29 +6,46 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from server.alarms.wiring import Alarms
 from server.auth import Principal
+from server.container import Services
+from server.errors import NotFound
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.services.tokens import TokenService, require_scope
 
 
-def get_query(request: Request) -> QueryService:
-    return request.app.state.services.query  # type: ignore[no-any-return]
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
 
 
-def get_ingest(request: Request) -> IngestService:
-    return request.app.state.services.ingest  # type: ignore[no-any-return]
+ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_tokens(request: Request) -> TokenService:
-    return request.app.state.services.tokens  # type: ignore[no-any-return]
+def get_query(services: ServicesDep) -> QueryService:
+    return services.query
+
+
+def get_ingest(services: ServicesDep) -> IngestService:
+    return services.ingest
+
+
+def get_tokens(services: ServicesDep) -> TokenService:
+    return services.tokens
+
+
+def get_alarms(services: ServicesDep) -> Alarms:
+    if services.alarms is None:
+        raise NotFound("alarms are disabled on this server")
+    return services.alarms
 
 
 def get_principal(
-    request: Request,
+    tokens: Annotated[TokenService, Depends(get_tokens)],
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    return get_tokens(request).authenticate(authorization)
+    return tokens.authenticate(authorization)
 
 
 def get_reader(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
@@ -46,6 +63,7 @@ def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Princi
 QueryDep = Annotated[QueryService, Depends(get_query)]
 IngestDep = Annotated[IngestService, Depends(get_ingest)]
 TokensDep = Annotated[TokenService, Depends(get_tokens)]
+AlarmsDep = Annotated[Alarms, Depends(get_alarms)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 ReaderDep = Annotated[Principal, Depends(get_reader)]
 AdminDep = Annotated[Principal, Depends(get_admin)]

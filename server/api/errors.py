@@ -44,14 +44,31 @@ def validation_errors(errors: Any) -> list[dict[str, Any]]:
     return out
 
 
+def body(message: str, **extra: Any) -> dict[str, Any]:
+    """The one shape of every error answer: `{"detail": message, …}`."""
+    return {"detail": message, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def headers(exc: MonitorError) -> dict[str, str]:
+    out = {}
+    if exc.status_code == 401:
+        out["WWW-Authenticate"] = "Bearer"
+    if exc.retry_after is not None:
+        out["Retry-After"] = str(max(1, round(exc.retry_after)))
+    return out
+
+
+def response(exc: MonitorError) -> JSONResponse:
+    """The answer to an error of the tree, wherever it was raised (a route or a middleware)."""
+    return JSONResponse(
+        body(exc.message, info=exc.detail), status_code=exc.status_code, headers=headers(exc)
+    )
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(MonitorError)
     async def _monitor_error(_: Request, exc: MonitorError) -> Response:
-        body: dict[str, Any] = {"detail": exc.message}
-        if exc.detail is not None:
-            body["info"] = exc.detail
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+        return response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> Response:
@@ -60,15 +77,13 @@ def install(app: FastAPI) -> None:
         message = f"{first['loc']}: {first['msg']}"
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more)"
-        return JSONResponse({"detail": message, "errors": errors}, status_code=422)
+        return JSONResponse(body(message, errors=errors), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> Response:
-        return JSONResponse(
-            {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
-        )
+        return JSONResponse(body(exc.detail), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse({"detail": "internal error; see the server log"}, status_code=500)
+        return JSONResponse(body("internal error; see the server log"), status_code=500)

@@ -1,20 +1,28 @@
 """Request bodies: a size limit (413) and gzip decoding, before any route reads them.
 
-The limit applies to the decoded size as well, so a small gzip bomb cannot inflate past it.
+The limit applies to the decoded size as well, so a small gzip bomb cannot inflate past it. The
+refusals are errors of the tree (`TooLarge`, `Malformed`, `Unsupported`) answered with the same
+body as every other error.
 """
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from server.api import errors
+from server.errors import Malformed, MonitorError, TooLarge, Unsupported
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class _Disconnected(Exception):
+    """The client went away before its body arrived: nothing to answer."""
 
 
 class BodyLimitMiddleware:
@@ -26,58 +34,13 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        length = headers.get(b"content-length")
-        limit = self.max_body_bytes
-        if length is not None:
-            try:
-                declared = int(length)
-            except ValueError:
-                await _reply(send, 400, "Content-Length is not a number")
-                return
-            if declared > limit:
-                await _reply(send, 413, _too_large(limit))
-                return
-        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
-        if encoding not in (b"identity", b"", b"gzip"):
-            await _reply(send, 415, "Content-Encoding must be gzip or identity")
+        try:
+            body, scope = await self._read(scope, receive)
+        except _Disconnected:
             return
-
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _reply(send, 413, _too_large(limit))
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-
-        if encoding == b"gzip":
-            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            try:
-                body = decoder.decompress(body, limit + 1)
-                if len(body) > limit or decoder.unconsumed_tail:
-                    await _reply(send, 413, _too_large(limit) + " (after gzip decoding)")
-                    return
-                if not decoder.eof:
-                    raise zlib.error("truncated gzip stream")
-            except zlib.error as exc:
-                await _reply(send, 400, f"body is not valid gzip: {exc}")
-                return
-            scope = dict(scope)
-            scope["headers"] = [
-                (k, v)
-                for k, v in scope.get("headers", [])
-                if k.lower() not in (b"content-encoding", b"content-length")
-            ] + [(b"content-length", str(len(body)).encode())]
-
+        except MonitorError as exc:
+            await errors.response(exc)(scope, receive, send)
+            return
         sent = False
 
         async def replay() -> Message:
@@ -89,24 +52,72 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
+    async def _read(self, scope: Scope, receive: Receive) -> tuple[bytes, Scope]:
+        """The whole body, decoded; the scope's headers then describe the decoded body."""
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        limit = self.max_body_bytes
+        length = headers.get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                raise Malformed("Content-Length is not a number") from None
+            if declared > limit:
+                raise TooLarge(_too_large(limit))
+        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
+        if encoding not in (b"identity", b"", b"gzip"):
+            raise Unsupported("Content-Encoding must be gzip or identity")
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(_too_large(limit))
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if encoding != b"gzip":
+            return body, scope
+        body = _gunzip(body, limit)
+        decoded = dict(scope)
+        decoded["headers"] = [
+            (k, v)
+            for k, v in scope.get("headers", [])
+            if k.lower() not in (b"content-encoding", b"content-length")
+        ] + [(b"content-length", str(len(body)).encode())]
+        return body, decoded
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    """Every member of a gzip body (RFC 1952 allows several, concatenated), decoded to at most
+    `limit` bytes in all: nothing after the first member is silently dropped."""
+    out: list[bytes] = []
+    size = 0
+    rest = body
+    try:
+        while True:
+            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            part = decoder.decompress(rest, limit - size + 1)
+            size += len(part)
+            if size > limit or decoder.unconsumed_tail:
+                raise TooLarge(_too_large(limit) + " (after gzip decoding)")
+            if not decoder.eof:
+                raise zlib.error("truncated gzip stream")
+            out.append(part)
+            rest = decoder.unused_data
+            if not rest:
+                return b"".join(out)
+    except zlib.error as exc:
+        raise Malformed(f"body is not valid gzip: {exc}") from None
+
 
 def _too_large(limit: int) -> str:
     return (
         f"request body is larger than the limit of {limit} bytes; send smaller batches "
         "(or raise the server's --max-body-bytes)"
     )
-
-
-async def _reply(send: Send, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -8,12 +8,11 @@ collectors follow. NaN and ±Inf are data: they arrive as JSON tokens (`NaN`, `I
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$"
-NAME_PATTERN = r"^[A-Za-z0-9_.:/@+-]{1,128}$"
+from server.domain.names import ID_PATTERN, NAME_PATTERN, Basis, RunState, Source
 
 MetricValue = Annotated[
     float, Field(description='float64; NaN/±Inf as JSON tokens or as "nan", "inf", "-inf"')
@@ -41,8 +40,6 @@ EpochSeconds = Annotated[
     Field(ge=0, le=32503680000, allow_inf_nan=False, description="Unix seconds, or ISO 8601"),
 ]
 
-Source = Literal["trainer", "rollout"]
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -60,7 +57,7 @@ class RunIn(_Strict):
     tags: list[Annotated[str, Field(max_length=100)]] | None = Field(default=None, max_length=64)
     labels: dict[str, Annotated[str, Field(max_length=200)]] | None = None
     config: dict[str, Any] | None = None
-    status: Literal["running", "finished", "failed"] | None = None
+    status: RunState | None = None
 
     @field_validator("labels")
     @classmethod
@@ -80,7 +77,7 @@ class BucketTableIn(_Strict):
     Sums, not means, so tables from several actors and steps add up exactly.
     """
 
-    basis: Literal["rollout", "trainer"] = Field(
+    basis: Basis = Field(
         default="rollout", description="Binned on exp(lR) (rollout) or exp(lT) (trainer)"
     )
     edges: list[FiniteFloat] = Field(min_length=2, max_length=65)

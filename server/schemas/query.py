@@ -6,13 +6,13 @@ Non-finite values are data: JSON responses carry them as `NaN`, `Infinity`, `-In
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
-T = TypeVar("T")
+from server.domain.names import RunStatus
 
-RunStatus = Literal["live", "idle", "finished", "failed"]
+T = TypeVar("T")
 
 
 class ListOut(BaseModel, Generic[T]):

@@ -20,10 +20,19 @@ from typing import Protocol
 from sqlalchemy.engine import Connection
 
 from server.auth import Principal
+from server.domain.names import DEFAULT_PROJECT
+from server.domain.records import (
+    Annotation,
+    BatchWrite,
+    BucketTable,
+    Record,
+    RunUpsert,
+    WriteResult,
+)
 from server.errors import Forbidden
-from server.schemas.ingest import IngestIn, IngestOut
+from server.schemas.ingest import AnnotationIn, IngestIn, IngestOut, RecordIn, RunIn
 from server.storage.db import Database
-from server.storage.writes import DEFAULT_PROJECT, BatchWrite, WriteResult, write_batches
+from server.storage.ingest import write_batches
 
 log = logging.getLogger("mismatch_monitor.ingest")
 
@@ -37,9 +46,7 @@ class IngestListener(Protocol):
 
 @dataclass(frozen=True)
 class _Job:
-    batch: IngestIn
-    default_project: str
-    allowed: frozenset[str] | None
+    batch: BatchWrite
     future: Future[WriteResult]
 
 
@@ -52,19 +59,15 @@ class IngestService:
         self._writer_lock = threading.Lock()
 
     def ingest(self, batch: IngestIn, principal: Principal) -> IngestOut:
-        allowed: frozenset[str] | None = None
-        default_project = DEFAULT_PROJECT
+        project: str | None = None
         if not principal.is_admin:
             if principal.scope != "ingest":
                 raise Forbidden(f"this token has scope {principal.scope!r}; ingest needs 'ingest'")
             assert principal.project is not None
-            allowed = frozenset({principal.project})
-            default_project = principal.project
-            if batch.run is not None and batch.run.project not in (None, principal.project):
-                raise Forbidden(
-                    f"this token writes project {principal.project!r}, not {batch.run.project!r}"
-                )
-        job = _Job(batch, default_project, allowed, Future())
+            project = principal.project
+            if batch.run is not None and batch.run.project not in (None, project):
+                raise Forbidden(f"this token writes project {project!r}, not {batch.run.project!r}")
+        job = _Job(to_batch_write(batch, project=project), Future())
         if self._db.is_duckdb:
             self._ensure_writer()
             self._jobs.put(job)
@@ -85,17 +88,7 @@ class IngestService:
             return self._write(conn, [job])[0]
 
     def _write(self, conn: Connection, jobs: list[_Job]) -> list[WriteResult]:
-        batches = [
-            BatchWrite(
-                job.batch.run,
-                job.batch.records,
-                job.batch.annotations,
-                job.default_project,
-                job.allowed,
-            )
-            for job in jobs
-        ]
-        return write_batches(conn, self._db, batches)
+        return write_batches(conn, self._db, [job.batch for job in jobs])
 
     def close(self) -> None:
         """Stop the writer thread after the batches already queued."""
@@ -156,3 +149,61 @@ class IngestService:
                 job.future.set_result(self._write_one(job))
             except Exception as exc:
                 job.future.set_exception(exc)
+
+
+# -- HTTP models onto domain types -----------------------------------------------------------
+def to_batch_write(batch: IngestIn, *, project: str | None = None) -> BatchWrite:
+    """The batch as storage takes it. `project`: the only project it may write (a token's),
+    which is also where a run it creates lands; None for an admin or an open server."""
+    return BatchWrite(
+        run=_run(batch.run) if batch.run is not None else None,
+        records=[_record(r) for r in batch.records],
+        annotations=[_annotation(a) for a in batch.annotations],
+        default_project=project or DEFAULT_PROJECT,
+        project=project,
+    )
+
+
+def _run(run: RunIn) -> RunUpsert:
+    return RunUpsert(
+        id=run.id,
+        name=run.name,
+        project=run.project,
+        tags=run.tags,
+        labels=run.labels,
+        config=run.config,
+        status=run.status,
+    )
+
+
+def _record(rec: RecordIn) -> Record:
+    buckets = [
+        BucketTable(
+            b.basis, b.edges, b.tokens, b.sum_d, b.sum_abs_d, b.sum_k3, b.sum_reverse_k3, b.oob
+        )
+        for b in rec.buckets or ()
+    ]
+    return Record(
+        rec.run_id,
+        rec.step,
+        rec.source,
+        rec.actor,
+        rec.time,
+        rec.gpu,
+        rec.weight_version,
+        rec.metrics,
+        buckets,
+    )
+
+
+def _annotation(a: AnnotationIn) -> Annotation:
+    return Annotation(
+        run_id=a.run_id,
+        text=a.text,
+        id=a.id,
+        step=a.step,
+        time=a.time,
+        kind=a.kind,
+        source=a.source,
+        actor=a.actor,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -9,8 +10,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from server import auth
+from server.domain.names import NAME_PATTERN
+from server.domain.scopes import SCOPES
 from server.errors import Forbidden, NotFound, Rejected, Unauthorized
-from server.schemas.ingest import NAME_PATTERN
 from server.storage import tables as t
 from server.storage.db import Database
 
@@ -36,10 +38,8 @@ class TokenService:
 
     def create(self, *, project: str, scope: str, name: str = "") -> tuple[TokenInfo, str]:
         """Create a token; returns its info and the full token string (shown once)."""
-        import re
-
-        if scope not in auth.SCOPES:
-            raise Rejected(f"scope must be one of {', '.join(auth.SCOPES)}")
+        if scope not in SCOPES:
+            raise Rejected(f"scope must be one of {', '.join(SCOPES)}")
         if not re.match(NAME_PATTERN, project):
             raise Rejected("project must be 1-128 characters of letters, digits and _.:/@+-")
         new = auth.new_token()

@@ -13,9 +13,9 @@ from typing import Any
 
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
+from server.domain.records import StoredRecord, WriteResult
 from server.storage import migrate
 from server.storage.db import Database
-from server.storage.writes import StoredRecord, WriteResult
 
 STEPS = 600
 
@@ -58,8 +58,7 @@ def _alerts(tmp_path: Path, name: str, batches: list[list[StoredRecord]]) -> lis
     alerts = service.store.alerts(project="p", limit=10_000)
     db.dispose()
     return sorted(
-        (a["rule_name"], a["run_id"], a["metric"], a["step"], a["state"], a["resolved_step"])
-        for a in alerts
+        (a.rule_name, a.run_id, a.metric, a.step, a.state, a.resolved_step) for a in alerts
     )
 
 

@@ -7,8 +7,9 @@ import random
 from typing import Any
 
 from server.alarms.defaults import PACK
-from server.alarms.rules import Rule, evaluate
+from server.alarms.rules import evaluate
 from server.alarms.state import advance
+from server.domain.alarms import Rule
 
 
 def rule(name: str) -> Rule:

@@ -4,25 +4,25 @@ also when replicas on one PostgreSQL database take turns checking."""
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 from typing import Any
 
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
+from server.domain.alarms import RunActivity
 from server.storage.db import Database
 
 
-def _run(last_seen: float, status: str = "running") -> Any:
-    return SimpleNamespace(
+def _run(last_seen: float, status: str = "running") -> RunActivity:
+    return RunActivity(
         id="quiet", project="p", labels={}, status=status, last_seen=last_seen, last_step=7
     )
 
 
 def _stalled(service: AlarmService) -> list[tuple[Any, ...]]:
     return [
-        (a["step"], a["state"], a["value"] > 300)
+        (a.step, a.state, a.value > 300)
         for a in service.store.alerts(run_id="quiet")
-        if a["rule_name"] == "stalled run"
+        if a.rule_name == "stalled run"
     ]
 
 

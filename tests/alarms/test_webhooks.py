@@ -17,6 +17,8 @@ from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 
+LOCAL_RECEIVERS = ["--webhook-allow", "127.0.0.1"]  # the receivers of these tests are local
+
 
 class Receiver:
     """A webhook endpoint that fails its first `fail_first` requests with 500."""
@@ -78,7 +80,7 @@ def k3_batch(run_id: str, steps: range, value: Any, with_run: bool = False) -> d
 def test_signed_retried_once_per_transition_with_resolved_notice(server_factory: Any) -> None:
     receiver = Receiver(fail_first=3)
     try:
-        server = server_factory()
+        server = server_factory(args=LOCAL_RECEIVERS)
         secret = new_secret()
         assert (
             server.post(
@@ -130,7 +132,7 @@ def test_server_killed_with_pending_outbox_delivers_once_after_restart(
     server_factory: Any, tmp_path: Path
 ) -> None:
     port = free_port()
-    server = server_factory(tmp_path / "outbox.duckdb")
+    server = server_factory(tmp_path / "outbox.duckdb", args=LOCAL_RECEIVERS)
     server.post("/api/v1/ingest", k3_batch("r2", range(20), lambda s: 1e-3, with_run=True))
     assert (
         server.post(
@@ -144,7 +146,7 @@ def test_server_killed_with_pending_outbox_delivers_once_after_restart(
     server.kill()
     receiver = Receiver(port=port)
     try:
-        restarted = server_factory(tmp_path / "outbox.duckdb")
+        restarted = server_factory(tmp_path / "outbox.duckdb", args=LOCAL_RECEIVERS)
         assert wait_for(lambda: len(receiver.delivered()) >= 1, 60)
         time.sleep(1.5)
         bodies = [p for _, p in receiver.delivered()]
@@ -159,8 +161,12 @@ def test_unsafe_receiver_targets_are_refused(server_factory: Any) -> None:
     server = server_factory()
     for url in (
         "http://169.254.169.254/latest",
+        "http://[::ffff:169.254.169.254]/latest",
         "http://metadata.google.internal/x",
+        "http://127.0.0.1:9/x",  # loopback: refused unless the deployment allows it
+        "http://10.1.2.3/x",
         "ftp://example/x",
     ):
         response = server.post("/api/v1/receivers", {"project": "p", "url": url})
         assert response.status_code == 422, url
+        assert "url" in response.json()["detail"] or "webhook" in response.json()["detail"]

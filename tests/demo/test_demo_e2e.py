@@ -17,8 +17,8 @@ STEPS = 4
 
 
 def run_all(server: Any, tmp_path: Path, engine: str) -> dict[str, Any]:
-    from server.demo.loop import SCENARIOS, run_scenario
-    from server.demo.tinymodel import build_tiny_model
+    from demo.loop import SCENARIOS, run_scenario
+    from demo.tinymodel import build_tiny_model
 
     model_dir = build_tiny_model(tmp_path / "model")
     return {

@@ -34,11 +34,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         client.post("/api/v1/ingest", json=batch("fuzz-run", range(20)))
     yield schemathesis.openapi.from_asgi("/openapi.json", app)
     # The calls above run without the app's lifespan: stop its threads and close the database.
-    services = app.state.services
-    for stop in services.extras.get("stop", []):
-        stop()
-    services.ingest.close()
-    services.db.dispose()
+    app.state.services.close()
 
 
 @pytest.mark.slow

@@ -7,14 +7,16 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from server.domain.records import BatchWrite, WriteResult
 from server.errors import NotFound
 from server.schemas.ingest import IngestIn
+from server.services.ingest import to_batch_write
 from server.storage.db import Database
-from server.storage.writes import BatchWrite, WriteResult, write_batches
+from server.storage.ingest import write_batches
 from tests.factories import bucket_table, record, run_upsert
 
 
-def _batches(run_id: str) -> list[IngestIn]:
+def _batches(run_id: str) -> list[BatchWrite]:
     table = bucket_table([1.0, 2.0, 3.0])
     bodies: list[dict[str, Any]] = [
         {
@@ -33,7 +35,7 @@ def _batches(run_id: str) -> list[IngestIn]:
         },
         {"records": [record(run_id, 0, {"a": 7.0, "b": 7.0})]},  # nothing new
     ]
-    return [IngestIn.model_validate(body) for body in bodies]
+    return [to_batch_write(IngestIn.model_validate(body)) for body in bodies]
 
 
 def _outcome(results: list[WriteResult]) -> list[tuple[int, int, int]]:
@@ -65,13 +67,12 @@ def _stored(db: Database, run_id: str) -> list[tuple[Any, ...]]:
 
 def test_group_equals_one_by_one(migrated_db: Database) -> None:
     db = migrated_db
-    grouped = [BatchWrite(b.run, b.records, b.annotations) for b in _batches("grouped")]
     with db.write() as conn:
-        together = write_batches(conn, db, grouped)
+        together = write_batches(conn, db, _batches("grouped"))
     alone = []
     for b in _batches("alone"):
         with db.write() as conn:
-            alone += write_batches(conn, db, [BatchWrite(b.run, b.records, b.annotations)])
+            alone += write_batches(conn, db, [b])
 
     assert _outcome(together) == _outcome(alone) == [(2, 0, 4), (2, 1, 2), (0, 1, 0)]
     assert [r.stored[0].metrics for r in together[1:2]] == [{"c": 3.0}]
@@ -93,10 +94,6 @@ def test_a_batch_naming_a_run_created_later_in_the_group_fails(migrated_db: Data
     needs_run = IngestIn.model_validate({"records": [record("later", 0, {"a": 1.0})]})
     creates_run = IngestIn.model_validate({"run": run_upsert("later"), "records": []})
     with pytest.raises(NotFound, match="unknown run 'later'"), db.write() as conn:
-        write_batches(
-            conn,
-            db,
-            [BatchWrite(needs_run.run, needs_run.records), BatchWrite(creates_run.run, [])],
-        )
+        write_batches(conn, db, [to_batch_write(needs_run), to_batch_write(creates_run)])
     with db.read() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM runs")).scalar_one() == 0

@@ -15,7 +15,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("transformers")
-    from server.demo.tinymodel import build_tiny_model
+    from demo.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 

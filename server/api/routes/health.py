@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import PlainTextResponse, Response
 
+from server.api.deps import ServicesDep
 from server.api.responses import JSONResponse
 from server.storage import migrate
 
@@ -13,8 +14,8 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", summary="Liveness and database reachability")
-def healthz(request: Request) -> Response:
-    db = request.app.state.services.db
+def healthz(services: ServicesDep) -> Response:
+    db = services.db
     try:
         revision = migrate.current_revision(db)
     except Exception as exc:
@@ -23,6 +24,6 @@ def healthz(request: Request) -> Response:
 
 
 @router.get("/metrics", summary="Prometheus text exposition", response_class=PlainTextResponse)
-async def metrics(request: Request) -> Response:
-    body = await run_in_threadpool(request.app.state.services.telemetry.render)
+async def metrics(services: ServicesDep) -> Response:
+    body = await run_in_threadpool(services.telemetry.render)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

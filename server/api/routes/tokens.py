@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from server.api.deps import AdminDep, TokensDep
-from server.schemas.ingest import NAME_PATTERN
+from server.domain.names import NAME_PATTERN
 from server.schemas.query import ListOut
 
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.demo.engines import EngineOptions, TorchEngine, VllmEngine
+from demo.engines import EngineOptions, TorchEngine, VllmEngine
 
 PROJECT = "demo"
 TEMPERATURE = 0.7

@@ -1,0 +1,111 @@
+"""`mismatch demo`: the tiny RL loop against a running server, one run per scenario.
+
+The demo is a client of the collectors, like any trainer: it reaches the server only over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from server.domain import urls
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mismatch-monitor"
+
+
+def _advance(bar: Any, task: Any, report: Any) -> None:
+    bar.update(task, advance=1, tps=f"{report.tokens_per_s:,.0f}", k3=f"{report.k3_kl:.2e}")
+
+
+def demo(
+    url: Annotated[
+        str, typer.Option(envvar="MISMATCH_URL", help="The server to feed")
+    ] = "http://127.0.0.1:8765",
+    token: Annotated[str | None, typer.Option(envvar="MISMATCH_TOKEN")] = None,
+    scenario: Annotated[
+        str, typer.Option(help="parity | raw-logprobs | bf16-head | stale-weights | all")
+    ] = "all",
+    steps: Annotated[int, typer.Option(min=1, max=10_000)] = 30,
+    engine: Annotated[str, typer.Option(help="auto | vllm | torch")] = "auto",
+    data_dir: Annotated[Path | None, typer.Option(help="Where the tiny model is cached")] = None,
+    run_prefix: Annotated[str, typer.Option(help="Run ids are PREFIX-SCENARIO")] = "demo",
+) -> None:
+    """Train a tiny model with RL on this machine, reproducing the write-ups' failure modes."""
+    import httpx
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from demo.engines import vllm_available
+    from demo.loop import SCENARIOS, run_scenario
+    from demo.tinymodel import build_tiny_model
+
+    chosen = list(SCENARIOS) if scenario == "all" else [scenario]
+    unknown = [s for s in chosen if s not in SCENARIOS]
+    if unknown:
+        typer.secho(
+            f"error: unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)} or all",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        raise typer.Exit(2)
+    if engine == "auto":
+        engine = "vllm" if vllm_available() else "torch"
+    try:
+        httpx.get(url.rstrip("/") + "/healthz", timeout=5).raise_for_status()
+    except httpx.HTTPError as exc:
+        typer.secho(
+            f"error: no Mismatch Monitor at {url} ({exc}); start one with `make run`",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        raise typer.Exit(2) from exc
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    model_dir = build_tiny_model((data_dir or default_data_dir()) / "tiny-model")
+    timings["model"] = time.perf_counter() - started
+    typer.echo(
+        f"engine: {engine}; scenarios: {', '.join(chosen)}; {steps} steps each; server {url}"
+    )
+    finals = []
+    with Progress(
+        TextColumn("{task.description:<14}"),
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}"),
+        TextColumn("{task.fields[tps]:>7} tok/s  vllm-kl {task.fields[k3]}"),
+        TimeElapsedColumn(),
+    ) as bar:
+        for name in chosen:
+            task = bar.add_task(name, total=steps, tps="-", k3="-")
+            reports = run_scenario(
+                SCENARIOS[name],
+                model_dir=model_dir,
+                url=url,
+                token=token,
+                steps=steps,
+                engine=engine,
+                run_id=f"{run_prefix}-{name}",
+                timings=timings,
+                on_step=partial(_advance, bar, task),
+            )
+            finals.append(reports[-1])
+    total = time.perf_counter() - started
+    typer.echo("\nscenario        k3_kl      ratio_dev_1e4  rollout_clip_rate  reward")
+    for r in finals:
+        typer.echo(
+            f"{r.scenario:<15} {r.k3_kl:<10.3e} {r.ratio_dev_1e4:<14.1f} "
+            f"{r.rollout_clip_rate:<18.3f} "
+            f"{r.reward:.3f}"
+        )
+    where = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(timings.items(), key=lambda kv: -kv[1]))
+    typer.echo(f"\nwall time {total:.1f} s — {where}")
+    view = urls.compare_view(
+        [f"{run_prefix}-{n}" for n in chosen], reference=f"{run_prefix}-parity", metric="k3_kl"
+    )
+    typer.echo(f"compare: {urls.absolute(url, view)}")

@@ -1,0 +1,192 @@
+"""Alarm configuration as a service: rules, receivers, silences and the alert history.
+
+Routes and the CLI go through here, never to the store: ids are minted here, parameters checked,
+receiver secrets masked on the way out, and every list narrowed to the projects the caller may
+see (`projects`; None means every project). A change reloads the evaluating service at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from server.alarms import ids, rules
+from server.alarms import tables as t
+from server.alarms.delivery import DeliveryWorker
+from server.alarms.outbound import check_url
+from server.alarms.safe_http import TrialResult
+from server.alarms.service import AlarmService
+from server.alarms.store import AlarmStore
+from server.domain.alarms import Alert, Receiver, ReceiverFormat, Rule, Silence
+from server.domain.labels import InvalidLabelFilter, parse_optional
+from server.errors import Forbidden, NotFound, Rejected, UnsafeTarget
+
+MASKED_SECRET = "whsec_…"
+_Owned = TypeVar("_Owned", Rule, Receiver, Silence)
+_COUNTS = ("for_steps", "window", "resolve_steps", "min_history")
+
+
+class AlarmConfigService:
+    def __init__(self, store: AlarmStore, service: AlarmService, worker: DeliveryWorker) -> None:
+        self._store = store
+        self._service = service
+        self._worker = worker
+
+    # -- rules --------------------------------------------------------------------------------
+    def list_rules(
+        self, *, project: str | None = None, projects: Sequence[str] | None = None
+    ) -> list[Rule]:
+        return [r for r in self._store.rules(project) if _visible(r.project, projects)]
+
+    def create_rule(self, *, projects: Sequence[str] | None = None, **fields: Any) -> Rule:
+        rule = Rule(id=ids.rule(), **fields)
+        _writable(rule.project, projects)
+        check_rule(rule)
+        self._store.save_rule(rule)
+        self._service.reload()
+        return rule
+
+    def update_rule(
+        self, rule_id: str, changes: Mapping[str, Any], *, projects: Sequence[str] | None = None
+    ) -> Rule:
+        current = self._owned(self._store.rule(rule_id), projects)
+        rule = current.with_changes(**{k: v for k, v in changes.items() if v is not None})
+        check_rule(rule)
+        self._store.save_rule(rule)
+        self._service.reload()
+        return rule
+
+    def delete_rule(self, rule_id: str, *, projects: Sequence[str] | None = None) -> None:
+        self._owned(self._store.rule(rule_id), projects)
+        self._store.delete_rule(rule_id)
+        self._service.reload()
+
+    # -- receivers ----------------------------------------------------------------------------
+    def list_receivers(
+        self, *, project: str | None = None, projects: Sequence[str] | None = None
+    ) -> list[Receiver]:
+        return [masked(r) for r in self._store.receivers(project) if _visible(r.project, projects)]
+
+    def add_receiver(
+        self,
+        *,
+        project: str,
+        url: str,
+        format: ReceiverFormat,
+        secret: str | None,
+        projects: Sequence[str] | None = None,
+    ) -> Receiver:
+        _writable(project, projects)
+        try:
+            check_url(url, self._worker.policy)
+        except UnsafeTarget as exc:  # name the field, as validation errors do
+            raise UnsafeTarget(f"url: {exc.message}", reason=exc.reason, host=exc.host) from None
+        receiver = Receiver(ids.receiver(), project, url, format, secret, time.time())
+        self._store.add_receiver(receiver)
+        self._service.reload()
+        return masked(receiver)
+
+    def delete_receiver(self, receiver_id: str, *, projects: Sequence[str] | None = None) -> None:
+        self._owned(self._store.receiver(receiver_id), projects)
+        self._store.delete(t.receivers, receiver_id)
+        self._service.reload()
+
+    def test_receiver(
+        self, receiver_id: str, *, projects: Sequence[str] | None = None
+    ) -> TrialResult:
+        """Send a signed test message: delivered or not, with a generic reason."""
+        receiver = self._owned(self._store.receiver(receiver_id), projects)
+        return self._worker.send_test(receiver)
+
+    # -- silences -----------------------------------------------------------------------------
+    def list_silences(
+        self, *, project: str | None = None, projects: Sequence[str] | None = None
+    ) -> list[Silence]:
+        return [s for s in self._store.silences(project) if _visible(s.project, projects)]
+
+    def add_silence(
+        self,
+        *,
+        project: str,
+        until: float,
+        rule_id: str | None = None,
+        run_id: str | None = None,
+        label: str | None = None,
+        comment: str = "",
+        projects: Sequence[str] | None = None,
+    ) -> Silence:
+        _writable(project, projects)
+        _check_label(label)
+        silence = Silence(
+            ids.silence(), project, until, rule_id, run_id, label, comment, time.time()
+        )
+        self._store.add_silence(silence)
+        self._service.reload()
+        return silence
+
+    def delete_silence(self, silence_id: str, *, projects: Sequence[str] | None = None) -> None:
+        self._owned(self._store.silence(silence_id), projects)
+        self._store.delete(t.silences, silence_id)
+        self._service.reload()
+
+    # -- alerts -------------------------------------------------------------------------------
+    def list_alerts(
+        self,
+        *,
+        project: str | None = None,
+        run_id: str | None = None,
+        state: str | None = None,
+        limit: int = 500,
+        projects: Sequence[str] | None = None,
+    ) -> list[Alert]:
+        return self._store.alerts(
+            project=project, run_id=run_id, state=state, projects=projects, limit=limit
+        )
+
+    def _owned(self, item: _Owned, projects: Sequence[str] | None) -> _Owned:
+        """The item, when it lies in a project the caller may change; else as if it were not
+        there (a caller never learns what exists elsewhere)."""
+        if not _visible(item.project, projects):
+            raise NotFound(f"no {type(item).__name__.lower()} {item.id!r}")
+        return item
+
+
+def masked(receiver: Receiver) -> Receiver:
+    """A receiver as it leaves the server: its secret is shown once, at creation, by the CLI."""
+    return dataclasses.replace(receiver, secret=MASKED_SECRET if receiver.secret else None)
+
+
+def check_rule(rule: Rule) -> None:
+    """Refuse parameters a rule kind cannot run with, naming the parameter."""
+    p = rule.params
+    if rule.kind == "threshold" and not isinstance(p.get("threshold"), (int, float)):
+        raise Rejected("params.threshold: a threshold rule needs a numeric threshold")
+    for key in _COUNTS:
+        if key in p and (
+            not isinstance(p[key], int) or isinstance(p[key], bool) or not 1 <= p[key] <= 100_000
+        ):
+            raise Rejected(f"params.{key}: must be an integer between 1 and 100000")
+    _check_label(rule.label)
+    if rule.kind != "stalled":
+        try:
+            rules.compile_rule(rule)
+        except (TypeError, ValueError) as exc:
+            raise Rejected(f"params: {exc}") from exc
+
+
+def _check_label(label: str | None) -> None:
+    try:
+        parse_optional(label)
+    except InvalidLabelFilter as exc:
+        raise Rejected(f"label: {exc}") from exc
+
+
+def _visible(project: str, projects: Sequence[str] | None) -> bool:
+    return projects is None or project in projects
+
+
+def _writable(project: str, projects: Sequence[str] | None) -> None:
+    if not _visible(project, projects):
+        raise Forbidden(f"this token cannot change alarms of project {project!r}")

@@ -1,0 +1,237 @@
+"""Rule evaluation over in-memory per-series state: no database, no network.
+
+Rules are resolved once per series into a plan (`plans.py`), and a batch is evaluated a series
+at a time. What evaluation decides comes out as `Fired` transitions; what happens to them
+(alerts, silences, webhooks) is `recording.py`'s business. The live service and a backtest over
+a stored run feed the same `Evaluator`, so a backtest raises exactly what live evaluation would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from server.alarms import plans
+from server.alarms.state import advance
+from server.domain.alarms import Fired, Rule, RunActivity, StateKey, Subject
+from server.domain.records import StoredRecord
+
+Work = list[tuple[plans.Plan, list[StoredRecord]]]
+STALLED_HORIZON_S = 24 * 3600  # runs quiet for longer are old news, not stalled
+
+
+class Evaluator:
+    """Holds the rules and every series' state; thread-safe (ingest threads and the
+    housekeeping thread share it)."""
+
+    def __init__(self, rules: Iterable[Rule] = (), states: dict[StateKey, Any] | None = None):
+        self.lock = threading.RLock()
+        self.states: dict[StateKey, dict[str, Any]] = dict(states or {})
+        self.dirty: set[StateKey] = set()
+        self._rules: dict[str, Rule] = {}
+        self._index: dict[str, dict[str, list[Rule]]] = {}
+        self._plans: dict[plans.PlanKey, plans.Plan] = {}
+        self.set_rules(rules)
+
+    # -- rules ----------------------------------------------------------------------------------
+    def set_rules(self, rules: Iterable[Rule]) -> None:
+        """Replace the rules; states of rules that are gone are dropped."""
+        by_id = {r.id: r for r in rules}
+        index: dict[str, dict[str, list[Rule]]] = defaultdict(lambda: defaultdict(list))
+        for rule in by_id.values():
+            if rule.enabled and rule.kind != "stalled":
+                for name in rule.watched():
+                    index[rule.project][name].append(rule)
+        with self.lock:
+            if by_id != self._rules:  # series plans hold rules: build them again when used
+                self._plans = {}
+            self._rules = by_id
+            self._index = {project: dict(metrics) for project, metrics in index.items()}
+            for key in [k for k in self.states if k[0] not in by_id]:
+                del self.states[key]
+
+    def rules(self) -> dict[str, Rule]:
+        with self.lock:
+            return dict(self._rules)
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def plan(self, records: Sequence[StoredRecord]) -> Work:
+        """The series a batch touches, each with its plan and its records in order."""
+        with self.lock:
+            groups: dict[plans.PlanKey, list[StoredRecord]] = {}
+            for rec in records:
+                if rec.project in self._index:
+                    key = plans.plan_key(
+                        rec.project, rec.run_id, rec.source, rec.actor, rec.gpu, rec.labels
+                    )
+                    groups.setdefault(key, []).append(rec)
+            work: Work = []
+            for key, recs in groups.items():
+                plan = self._plans.get(key)
+                if plan is None:
+                    plan = self._plans[key] = plans.build(self._index[key[0]], self.states, key)
+                work.append((plan, recs))
+        return work
+
+    def feed(self, work: Work, now: float) -> list[Fired]:
+        """Evaluate planned work; returns the transitions it caused, in order."""
+        fired: list[Fired] = []
+        with self.lock:
+            for plan, records in work:
+                self._evaluate(plan, records, now, fired)
+        return fired
+
+    def _evaluate(
+        self, plan: plans.Plan, records: list[StoredRecord], now: float, fired: list[Fired]
+    ) -> None:
+        """Feed one series' new values to its rules.
+
+        While an alert is settled (no alert open, none pending) a batch that breaches nothing
+        changes nothing but the rule's own state, so it is taken whole: a stateless rule is
+        skipped, a stateful one absorbs the batch on a copy of its state. Anything else — or a
+        batch that may breach — is replayed record by record, so a precursor sees its metrics
+        interleaved by step exactly as if the records had come one at a time.
+        """
+        series: dict[str, tuple[list[int], list[float]]] = {}
+        groups: dict[int, list[tuple[str, plans.Slot]]] = {}  # slots that share one state
+        for metric, slots in plan:
+            pairs = [(rec.step, v) for rec in records if (v := rec.metrics.get(metric)) is not None]
+            if not pairs:
+                continue
+            series[metric] = ([s for s, _ in pairs], [v for _, v in pairs])
+            for slot in slots:
+                if slot.quiet is not None and settled(slot.state) and slot.quiet(series[metric][1]):
+                    continue
+                groups.setdefault(id(slot.state), []).append((metric, slot))
+        replay: list[tuple[str, plans.Slot]] = []
+        for group in groups.values():
+            st = group[0][1].state
+            self.dirty.add(group[0][1].key)
+            if settled(st) and all(slot.scan is not None for _, slot in group):
+                trial = _copy(st["eval"])
+                if all(slot.scan(trial, m, *series[m]) for m, slot in group):  # type: ignore[misc]
+                    st["eval"] = trial
+                    continue
+            replay.extend(group)
+        if replay:
+            _replay(replay, records, now, fired)
+
+    def stalled(self, runs: Sequence[RunActivity], now: float) -> list[Fired]:
+        """Runs that went quiet while live fire their project's stalled rule; a run that speaks
+        again resolves it."""
+        with self.lock:
+            fired = []
+            for rule, run, key in self.stalled_watch(runs, now):
+                quiet = now - (run.last_seen or now)
+                limit = float(rule.params.get("seconds", 300))
+                step = run.last_step or 0
+                transition = advance(
+                    self.states.setdefault(key, {}),
+                    quiet > limit,
+                    step=step,
+                    value=quiet,
+                    threshold=limit,
+                    now=now,
+                    resolve_steps=1,
+                )
+                self.dirty.add(key)
+                if transition is not None:
+                    subject = Subject(run.id, run.project, run.labels, None, None, step)
+                    fired.append(Fired(rule, key[1], subject, "last_seen_age_s", transition))
+        return fired
+
+    def stalled_watch(
+        self, runs: Sequence[RunActivity], now: float
+    ) -> list[tuple[Rule, RunActivity, StateKey]]:
+        """(rule, run, state key) for every run a stalled rule watches now."""
+        with self.lock:
+            rules = [r for r in self._rules.values() if r.kind == "stalled" and r.enabled]
+        return [
+            (rule, run, (rule.id, f"{run.id}|stalled"))
+            for rule in rules
+            for run in runs
+            if run.project == rule.project
+            and run.last_seen is not None
+            and run.status not in ("finished", "failed")
+            and now - run.last_seen <= STALLED_HORIZON_S
+        ]
+
+    # -- the alerts states point at ---------------------------------------------------------
+    def alert_of(self, key: StateKey) -> str | None:
+        with self.lock:
+            found = self.states.get(key, {}).get("alert_id")
+        return None if found is None else str(found)
+
+    def set_alert(self, key: StateKey, alert_id: str) -> None:
+        with self.lock:
+            self.states.setdefault(key, {})["alert_id"] = alert_id
+            self.dirty.add(key)
+
+    def trigger_alert(self, rule: Rule, run_id: str) -> str | None:
+        """The alert of another rule of the project on a precursor's trigger metric, on the same
+        run: what a precursor alert links to (the vllm-kl alert that announced it)."""
+        with self.lock:
+            for (rule_id, series), st in self.states.items():
+                other = self._rules.get(rule_id)
+                if (
+                    other is not None
+                    and other.id != rule.id
+                    and other.project == rule.project
+                    and other.metric == rule.trigger
+                    and series.startswith(f"{run_id}|")
+                    and st.get("alert_id")
+                ):
+                    return str(st["alert_id"])
+        return None
+
+
+def _replay(
+    active: list[tuple[str, plans.Slot]],
+    records: list[StoredRecord],
+    now: float,
+    fired: list[Fired],
+) -> None:
+    for rec in records:
+        metrics = rec.metrics
+        for metric, slot in active:
+            value = metrics.get(metric)
+            if value is None:
+                continue
+            st = slot.state
+            verdict = slot.check(st["eval"], value, metric, rec.step)
+            if not slot.advances or (not verdict.breach and settled(st)):
+                continue  # the common case: nothing to advance
+            for_steps, resolve_steps, repeat_s, cooldown_s = slot.timing
+            transition = advance(
+                st,
+                verdict.breach,
+                step=rec.step,
+                value=verdict.value,
+                threshold=verdict.threshold,
+                now=now,
+                for_steps=for_steps,
+                resolve_steps=resolve_steps,
+                repeat_s=repeat_s,
+                cooldown_s=cooldown_s,
+            )
+            if transition is not None:
+                subject = Subject(
+                    rec.run_id, rec.project, rec.labels, rec.source, rec.actor, rec.step
+                )
+                fired.append(Fired(slot.rule, slot.key[1], subject, metric, transition))
+
+
+def settled(st: dict[str, Any]) -> bool:
+    """No alert open and none pending: a value that does not breach changes nothing."""
+    return st.get("status", "ok") == "ok" and not st.get("pending")
+
+
+def _copy(state: Any) -> Any:
+    """A copy of a rule's JSON-like state deep enough that a failed trial leaves it untouched."""
+    if isinstance(state, dict):
+        return {k: _copy(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return state[:]  # lists hold numbers only
+    return state

@@ -1,0 +1,29 @@
+"""The `mismatch` command line.
+
+Commands that change state while a server runs (tokens, alarm configuration) talk to it over
+HTTP with `--url`, since a second process cannot open a DuckDB file a server holds; token
+commands without `--url` open the database directly, which is how the first token is made.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from demo.cli import demo
+from server.cli import alarms, serve
+from server.cli.tokens import tokens
+
+app = typer.Typer(
+    name="mismatch",
+    help="Mismatch Monitor: watch the training-inference mismatch of online RL runs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+serve.register(app)
+app.add_typer(tokens, name="token")
+alarms.register(app)
+app.command()(demo)
+
+
+def main() -> None:
+    app()

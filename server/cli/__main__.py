@@ -1,0 +1,5 @@
+"""`python -m server.cli …` is `mismatch …`."""
+
+from server.cli import main
+
+main()

@@ -1,0 +1,111 @@
+"""`mismatch serve | migrate | openapi`: run the server, shape its database, print its contract."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from server.cli.common import DEFAULT_DB, DbOpt, fail
+from server.config import DEFAULT_PORT, Settings
+from server.storage import migrate as migrations
+from server.storage.db import Database
+
+
+def serve(
+    db: DbOpt = DEFAULT_DB,
+    host: Annotated[str, typer.Option(help="Bind address; loopback by default")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = DEFAULT_PORT,
+    insecure: Annotated[
+        bool, typer.Option(help="Allow binding beyond loopback without any token")
+    ] = False,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest accepted request body")] = 16 << 20,
+    public_url: Annotated[
+        str | None, typer.Option(help="Base URL for links in alerts (default: the bind address)")
+    ] = None,
+    webhook_allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--webhook-allow",
+            help="Allow webhooks to this CIDR or host name beyond public addresses (repeatable)",
+        ),
+    ] = None,
+    no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Migrate the database and serve the API and the dashboard."""
+    import uvicorn
+
+    from server.app import create_app
+    from server.services.tokens import TokenService
+
+    try:
+        settings = Settings(
+            db=db,
+            host=host,
+            port=port,
+            insecure=insecure,
+            max_body_bytes=max_body_bytes,
+            public_url=public_url,
+            webhook_allow=webhook_allow or [],
+            dashboard=not no_dashboard,
+            log_level=log_level,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    if not settings.is_loopback and not settings.insecure:
+        check = Database(settings.db)
+        try:
+            migrations.upgrade(check)
+            has_tokens = TokenService(check).auth_enabled()
+        finally:
+            check.dispose()
+        if not has_tokens:
+            fail(
+                f"refusing to bind {host} without tokens: create one first with "
+                f"`mismatch token create --db {db} --project P --scope admin`, "
+                "or pass --insecure to serve an open API on the network"
+            )
+    try:
+        application = create_app(settings)
+    except Exception as exc:
+        fail(f"cannot open the database {db!r}: {exc}")
+    typer.echo(f"Mismatch Monitor on {settings.base_url}  (database: {db})")
+    typer.echo(
+        f"  feed it: collectors.init(url='{settings.base_url}')  or  make demo   "
+        f"API docs: {settings.base_url}/docs"
+    )
+    uvicorn.run(application, host=host, port=port, log_level=log_level)
+
+
+def migrate(db: DbOpt = DEFAULT_DB) -> None:
+    """Create or upgrade the schema (idempotent)."""
+    database = Database(db)
+    try:
+        migrations.upgrade(database)
+        typer.echo(
+            f"schema at revision {migrations.current_revision(database)} ({database.dialect})"
+        )
+    except Exception as exc:
+        fail(f"migration failed: {exc}")
+    finally:
+        database.dispose()
+
+
+def openapi() -> None:
+    """Print the OpenAPI document (the contract the collectors follow)."""
+    from server.app import create_app
+
+    application = create_app(
+        Settings(db=":memory:", dashboard=False, alarms=False), migrate_db=False
+    )
+    json.dump(application.openapi(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+    app.command()(migrate)
+    app.command()(openapi)

@@ -1,0 +1,115 @@
+"""`mismatch token create | list | revoke`.
+
+With `--url` they go through a running server's API (a second process cannot open a DuckDB file
+a server holds); without it they open the database directly, which is how the first token is
+made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+import typer
+
+from server.cli.common import DEFAULT_DB, DEFAULT_URL, DbOpt, MaybeUrlOpt, TokenOpt, api, fail
+from server.domain.scopes import SCOPES
+from server.errors import MonitorError
+from server.services.tokens import TokenService
+from server.storage import migrate as migrations
+from server.storage.db import Database
+
+tokens = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
+
+
+def _open(db: str) -> tuple[Database, TokenService]:
+    database = Database(db)
+    try:
+        migrations.upgrade(database)
+    except Exception as exc:
+        database.dispose()
+        if "lock" in str(exc).lower():
+            fail(
+                f"{db} is held by a running server: pass --url {DEFAULT_URL} "
+                "(and --token with an admin token when auth is on)"
+            )
+        fail(f"cannot open {db}: {exc}")
+    return database, TokenService(database)
+
+
+@tokens.command("create")
+def create(
+    project: Annotated[str, typer.Option(help="Project the token belongs to")],
+    scope: Annotated[str, typer.Option(help=" | ".join(SCOPES))],
+    name: Annotated[str, typer.Option(help="A note to recognise the token by")] = "",
+    db: DbOpt = DEFAULT_DB,
+    url: MaybeUrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Create a token and print it once (only its hash is stored)."""
+    if scope not in SCOPES:
+        fail(f"--scope must be one of {', '.join(SCOPES)}")
+    if url:
+        body = {"project": project, "scope": scope, "name": name}
+        created = api(url, token, "POST", "/api/v1/tokens", body)
+        typer.echo(created["token"])
+        typer.echo(f"created {scope} token {created['id']} for project {project}", err=True)
+        return
+    database, service = _open(db)
+    try:
+        info, secret = service.create(project=project, scope=scope, name=name)
+    except MonitorError as exc:
+        fail(exc.message)
+    finally:
+        database.dispose()
+    typer.echo(secret)
+    typer.echo(
+        f"created {scope} token {info.id} for project {project}; it is shown only once", err=True
+    )
+
+
+@tokens.command("list")
+def list_(
+    project: Annotated[str | None, typer.Option(help="Only this project")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include revoked tokens")] = False,
+    db: DbOpt = DEFAULT_DB,
+    url: MaybeUrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List tokens (ids, projects, scopes; never the secrets)."""
+    rows: list[dict[str, Any]]
+    if url:
+        params = {"include_revoked": "true" if all_ else "false", "project": project}
+        rows = api(url, token, "GET", "/api/v1/tokens", params=params)["data"]
+    else:
+        database, service = _open(db)
+        try:
+            rows = [
+                dataclasses.asdict(i) for i in service.list(project=project, include_revoked=all_)
+            ]
+        finally:
+            database.dispose()
+    for row in rows:
+        state = "revoked" if row["revoked_at"] else "active"
+        typer.echo(f"{row['id']}\t{row['project']}\t{row['scope']}\t{state}\t{row['name']}")
+
+
+@tokens.command("revoke")
+def revoke(
+    token_id: Annotated[str, typer.Argument(help="The token id (second part of mm_<id>_…)")],
+    db: DbOpt = DEFAULT_DB,
+    url: MaybeUrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Revoke a token; requests with it are refused from then on."""
+    if url:
+        api(url, token, "DELETE", f"/api/v1/tokens/{token_id}")
+    else:
+        database, service = _open(db)
+        try:
+            service.revoke(token_id)
+        except MonitorError as exc:
+            fail(exc.message)
+        finally:
+            database.dispose()
+    typer.echo(f"revoked {token_id}")

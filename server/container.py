@@ -1,0 +1,38 @@
+"""The typed container of the server's services, built by the composition root (`app.py`) and
+read by the API's dependencies and the dashboard. A field per service: nothing is looked up by
+name, so a missing or mistyped wiring fails the type check, not a request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.alarms.wiring import Alarms
+from server.config import Settings
+from server.services.ingest import IngestService
+from server.services.query import QueryService
+from server.services.tokens import TokenService
+from server.storage.db import Database
+from server.telemetry import Telemetry
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    query: QueryService
+    ingest: IngestService
+    tokens: TokenService
+    telemetry: Telemetry
+    alarms: Alarms | None = None  # None when the server runs with alarms off
+
+    def start(self) -> None:
+        """Start the background work (alarm delivery and housekeeping)."""
+        if self.alarms is not None:
+            self.alarms.start()
+
+    def close(self) -> None:
+        """Stop the background work, write what is queued, release the database."""
+        if self.alarms is not None:
+            self.alarms.stop()
+        self.ingest.close()
+        self.db.dispose()

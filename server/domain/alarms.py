@@ -1,0 +1,192 @@
+"""Alarm vocabulary and the types that cross between evaluation, recording, the API and the
+dashboard: rules, alerts, receivers, silences, transitions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NamedTuple
+
+from server.domain.labels import LabelFilter, parse_optional
+
+RuleKind = Literal["threshold", "spike", "sustained", "nonfinite", "stalled", "precursor"]
+RULE_KINDS: tuple[RuleKind, ...] = (
+    "threshold",
+    "spike",
+    "sustained",
+    "nonfinite",
+    "stalled",
+    "precursor",
+)
+Severity = Literal["info", "warning", "critical"]
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+ReceiverFormat = Literal["standard", "slack", "alertmanager"]
+RECEIVER_FORMATS: tuple[ReceiverFormat, ...] = ("standard", "slack", "alertmanager")
+AlertState = Literal["firing", "resolved"]
+TransitionKind = Literal["firing", "resolved", "repeat"]
+
+StateKey = tuple[str, str]
+"""(rule id, series): the key of one alert state machine."""
+
+DEFAULT_TRIGGER = "k3_kl"
+"""What a collapse-precursor rule watches first, unless its params say otherwise."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    project: str
+    name: str
+    kind: RuleKind
+    metric: str = "*"
+    source: str | None = None
+    run_id: str | None = None
+    label: str | None = None
+    gpu: str | None = None
+    severity: Severity = "warning"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    enabled: bool = True
+
+    @property
+    def label_filter(self) -> LabelFilter | None:
+        return parse_optional(self.label)
+
+    @property
+    def trigger(self) -> str:
+        """The metric a precursor watches first."""
+        return str(self.params.get("trigger_metric", DEFAULT_TRIGGER))
+
+    def watched(self) -> list[str]:
+        """Metric names this rule evaluates."""
+        if self.kind == "precursor":
+            return [self.trigger, *self.params.get("follow", ())]
+        return list(self.params.get("metrics") or [self.metric])
+
+    def matches(
+        self,
+        *,
+        project: str,
+        run_id: str,
+        labels: Mapping[str, str],
+        source: str,
+        gpu: str | None,
+        metric: str,
+    ) -> bool:
+        if not self.enabled or self.project != project:
+            return False
+        if self.run_id and self.run_id != run_id:
+            return False
+        if self.source and self.source != source:
+            return False
+        if self.gpu and self.gpu != (gpu or ""):
+            return False
+        label = self.label_filter
+        if label is not None and not label.matches(labels):
+            return False
+        watched = self.watched()
+        return metric in watched or watched == ["*"]
+
+    def with_changes(self, **changes: Any) -> Rule:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Receiver:
+    id: str
+    project: str
+    url: str
+    format: ReceiverFormat
+    secret: str | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Silence:
+    id: str
+    project: str
+    until: float
+    rule_id: str | None
+    run_id: str | None
+    label: str | None
+    comment: str
+    created_at: float
+
+    def mutes(self, *, rule: Rule, run_id: str, labels: Mapping[str, str], now: float) -> bool:
+        if self.until <= now or self.project != rule.project:
+            return False
+        if self.rule_id and self.rule_id != rule.id:
+            return False
+        if self.run_id and self.run_id != run_id:
+            return False
+        label = parse_optional(self.label)
+        return label is None or label.matches(labels)
+
+
+@dataclass(frozen=True)
+class Alert:
+    id: str
+    rule_id: str
+    rule_name: str
+    project: str
+    run_id: str
+    metric: str
+    source: str | None
+    actor: str | None
+    severity: Severity
+    state: AlertState
+    step: int
+    value: float
+    threshold: float | None
+    started_at: float
+    resolved_at: float | None = None
+    resolved_step: int | None = None
+    linked_alert_id: str | None = None
+    silenced: bool = False
+
+    def resolved(self, *, step: int, value: float, at: float) -> Alert:
+        return replace(
+            self, state="resolved", resolved_at=at, resolved_step=step, step=step, value=value
+        )
+
+
+@dataclass(frozen=True)
+class Transition:
+    """Something a person should hear about: an alert firing, resolving, or firing still."""
+
+    kind: TransitionKind
+    step: int
+    value: float
+    threshold: float | None
+
+
+class Subject(NamedTuple):
+    """Where a transition happened: the run and series a rule evaluated."""
+
+    run_id: str
+    project: str
+    labels: Mapping[str, str]
+    source: str | None
+    actor: str | None
+    step: int
+
+
+class Fired(NamedTuple):
+    """A rule's transition on one series, as evaluation hands it to recording."""
+
+    rule: Rule
+    series: str
+    subject: Subject
+    metric: str
+    transition: Transition
+
+
+@dataclass(frozen=True)
+class RunActivity:
+    """What the stalled-run check knows of a run: when it last reported, and whether it ended."""
+
+    id: str
+    project: str
+    labels: Mapping[str, str]
+    status: str
+    last_seen: float | None
+    last_step: int | None

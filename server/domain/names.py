@@ -1,0 +1,24 @@
+"""Identifier vocabularies: what a run id, a project or a metric name may look like, and the
+sources a record comes from. The API's schemas and the services validate against these."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$"
+"""Run ids, annotation ids: chosen by clients, safe in URLs and file names."""
+
+NAME_PATTERN = r"^[A-Za-z0-9_.:/@+-]{1,128}$"
+"""Projects, actors, annotation kinds."""
+
+DEFAULT_PROJECT = "default"
+
+Source = Literal["trainer", "rollout"]
+SOURCES: tuple[Source, ...] = ("trainer", "rollout")
+
+Basis = Literal["rollout", "trainer"]
+"""Which probability a bucket table is binned on: exp(lR) (rollout) or exp(lT) (trainer)."""
+
+RunState = Literal["running", "finished", "failed"]
+"""What a client says of its run. The API adds "live" and "idle" from the run's activity."""
+RunStatus = Literal["live", "idle", "finished", "failed"]

@@ -1,0 +1,47 @@
+"""The dashboard's URL scheme, written once: its pages own these paths and read these query
+parameters, and everything that links into it (alert deep links, the demo's summary) builds the
+link here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from urllib.parse import urlencode
+
+RUNS = "/"
+RUN = "/run"
+COMPARE = "/compare"
+BUCKETS = "/buckets"
+HARDWARE = "/hardware"
+
+
+def query_string(state: Mapping[str, object]) -> str:
+    """`?k=v&…` for a view's state; empty values are left out, lists are comma-joined."""
+    clean = {k: v for k, v in state.items() if v not in (None, "", [], ())}
+    flat = {
+        k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+        for k, v in clean.items()
+    }
+    return "?" + urlencode(flat) if flat else ""
+
+
+def run_view(
+    run_id: str, *, metric: str | None = None, step: int | None = None, span: int = 50
+) -> str:
+    """The run page, zoomed to `span` steps either side of `step` when one is given."""
+    window = {} if step is None else {"step_min": max(0, step - span), "step_max": step + span}
+    return RUN + query_string({"run": run_id, "metric": metric, **window})
+
+
+def compare_view(
+    runs: Sequence[str],
+    *,
+    reference: str | None = None,
+    metric: str | None = None,
+) -> str:
+    """The compare page for `runs` against `reference` (the first run when not given)."""
+    ref = reference or (runs[0] if runs else None)
+    return COMPARE + query_string({"runs": list(runs), "ref": ref, "metric": metric})
+
+
+def absolute(base_url: str, path: str) -> str:
+    return base_url.rstrip("/") + path

@@ -1,0 +1,215 @@
+"""Columnar appends for the ingest path: one statement per table whatever the batch size.
+
+DuckDB takes Arrow tables scanned by `INSERT … SELECT`; PostgreSQL takes `unnest` of arrays (a
+multi-row VALUES statement costs more to compile than to run) and COPY for the points.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection
+
+from server.domain.records import BucketTable, RecordKey
+from server.storage import tables as t
+from server.storage.db import Database, raw_duckdb
+from server.storage.notes import chunks
+
+SeriesKey = tuple[int, str, str, str]  # (run pk, source, actor, metric)
+StepRecord = tuple[RecordKey, float, str | None, int | None]  # key, time, gpu, weight version
+
+_RECORD_COLUMNS = ("run_pk", "source", "actor", "step", "time", "gpu", "weight_version")
+_RECORD_ARROW = (
+    pa.int64(),
+    pa.string(),
+    pa.string(),
+    pa.int64(),
+    pa.float64(),
+    pa.string(),
+    pa.int64(),
+)
+_RECORD_PG = ("bigint[]", "text[]", "text[]", "bigint[]", "float8[]", "text[]", "bigint[]")
+
+
+@contextmanager
+def _registered(conn: Connection, prefix: str, table: pa.Table) -> Iterator[tuple[Any, str]]:
+    """An Arrow table visible to DuckDB under a unique name for the duration of a statement."""
+    raw = raw_duckdb(conn)
+    name = f"_{prefix}_{uuid.uuid4().hex}"
+    raw.register(name, table)
+    try:
+        yield raw, name
+    finally:
+        raw.unregister(name)
+
+
+def step_records(conn: Connection, db: Database, rows: Sequence[StepRecord]) -> set[RecordKey]:
+    """Insert step records, skipping existing keys; return the keys that were new."""
+    columns: list[list[Any]] = [[] for _ in _RECORD_COLUMNS]
+    for (run_pk, source, actor, step), time, gpu, version in rows:
+        for column, value in zip(
+            columns, (run_pk, source, actor, step, time, gpu, version), strict=True
+        ):
+            column.append(value)
+    returning = "RETURNING run_pk, source, actor, step"
+    if db.is_duckdb:
+        table = pa.table(
+            {
+                name: pa.array(values, typ)
+                for name, values, typ in zip(_RECORD_COLUMNS, columns, _RECORD_ARROW, strict=True)
+            }
+        )
+        with _registered(conn, "records", table) as (raw, name):
+            found = raw.execute(
+                f"INSERT INTO step_records SELECT * FROM {name} ON CONFLICT DO NOTHING {returning}"
+            ).fetchall()
+    else:
+        arrays = ", ".join(
+            f"CAST(:{name} AS {typ})" for name, typ in zip(_RECORD_COLUMNS, _RECORD_PG, strict=True)
+        )
+        statement = sa.text(
+            f"INSERT INTO step_records ({', '.join(_RECORD_COLUMNS)}) "
+            f"SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING {returning}"
+        )
+        found = list(conn.execute(statement, dict(zip(_RECORD_COLUMNS, columns, strict=True))))
+    return {(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in found}
+
+
+def series_ids(conn: Connection, db: Database, keys: set[SeriesKey]) -> dict[SeriesKey, int]:
+    """Ids of the series for `keys`, creating missing ones. Cached per process: ids never change.
+
+    New ids enter the cache only after the transaction commits, so a rolled-back batch cannot
+    leave a cached id that points at nothing.
+    """
+    with db.series_lock:
+        found = {k: db.series_ids[k] for k in keys if k in db.series_ids}
+    missing = keys - found.keys()
+    if not missing:
+        return found
+    run_pks = sorted({k[0] for k in missing})
+    s = t.series.c
+    for _ in range(2):  # look, create what is missing, look again
+        rows = conn.execute(
+            sa.select(s.id, s.run_pk, s.source, s.actor, s.metric).where(s.run_pk.in_(run_pks))
+        ).all()
+        for r in rows:
+            key = (r.run_pk, r.source, r.actor, r.metric)
+            if key in missing:
+                found[key] = r.id
+        missing = keys - found.keys()
+        if not missing:
+            break
+        values = [
+            {"run_pk": k[0], "source": k[1], "actor": k[2], "metric": k[3]} for k in sorted(missing)
+        ]
+        for chunk in chunks(values):
+            conn.execute(pg_insert(t.series).values(chunk).on_conflict_do_nothing())
+    if missing:
+        raise RuntimeError(f"could not create series {sorted(missing)[:3]}")
+    committed = dict(found)
+
+    def remember(_conn: Connection) -> None:
+        with db.series_lock:
+            db.series_ids.update(committed)
+
+    event.listen(conn, "commit", remember, once=True)
+    return found
+
+
+def stored_pairs(conn: Connection, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Which of the (series id, step) pairs already hold a value. One query over the cross
+    product of their series and steps: a superset, cheap to filter."""
+    wanted = set(pairs)
+    if not wanted:
+        return set()
+    sids = sorted({sid for sid, _ in wanted})
+    steps = sorted({step for _, step in wanted})
+    p = t.points.c
+    query = sa.select(p.series_id, p.step).where(
+        p.series_id.in_(sids), p.step.between(steps[0], steps[-1]), p.step.in_(steps)
+    )
+    return {(r.series_id, r.step) for r in conn.execute(query)}
+
+
+def stored_bucket_keys(conn: Connection, keys: Iterable[RecordKey]) -> set[tuple[RecordKey, str]]:
+    """Which (step record, basis) already have their bucket table stored."""
+    wanted = list(keys)
+    if not wanted:
+        return set()
+    b = t.bucket_rows.c
+    query = (
+        sa.select(b.run_pk, b.source, b.actor, b.step, b.basis)
+        .where(
+            b.run_pk.in_(sorted({k[0] for k in wanted})), b.step.in_(sorted({k[3] for k in wanted}))
+        )
+        .distinct()
+    )
+    return {((r.run_pk, r.source, r.actor, r.step), r.basis) for r in conn.execute(query)}
+
+
+def bucket_table_rows(key: RecordKey, table: BucketTable) -> list[dict[str, Any]]:
+    run_pk, source, actor, step = key
+    return [
+        {
+            "run_pk": run_pk,
+            "source": source,
+            "actor": actor,
+            "step": step,
+            "basis": table.basis,
+            "idx": i,
+            "lo": table.edges[i],
+            "hi": table.edges[i + 1],
+            "tokens": table.tokens[i],
+            "sum_d": table.sum_d[i],
+            "sum_abs_d": table.sum_abs_d[i],
+            "sum_k3": table.sum_k3[i],
+            "sum_reverse_k3": table.sum_reverse_k3[i],
+            "oob": table.oob[i],
+        }
+        for i in range(len(table.edges) - 1)
+    ]
+
+
+def bucket_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    for chunk in chunks(rows):
+        conn.execute(sa.insert(t.bucket_rows), chunk)
+
+
+def points(
+    conn: Connection, db: Database, sids: list[int], steps: list[int], values: list[float]
+) -> None:
+    """Columnar append of values: an Arrow scan into DuckDB, COPY into PostgreSQL."""
+    if db.is_duckdb:
+        table = pa.table(
+            {
+                "series_id": pa.array(sids, pa.int64()),
+                "step": pa.array(steps, pa.int64()),
+                "value": pa.array(values, pa.float64()),
+            }
+        )
+        with _registered(conn, "points", table) as (raw, name):
+            raw.execute(f"INSERT INTO points SELECT series_id, step, value FROM {name}")
+        return
+    driver: Any = conn.connection.driver_connection
+    with driver.cursor().copy("COPY points (series_id, step, value) FROM STDIN") as copy:
+        buf = io.StringIO()
+        for sid, step, value in zip(sids, steps, values, strict=True):
+            buf.write(f"{sid}\t{step}\t{_pg_float(value)}\n")
+        copy.write(buf.getvalue())
+
+
+def _pg_float(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)

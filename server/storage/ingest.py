@@ -1,0 +1,284 @@
+"""The ingest write path: batches in the caller's transaction, columnar appends.
+
+Idempotency without a primary key on `points`: a step record keyed by (run, source, actor, step)
+is inserted with `ON CONFLICT DO NOTHING … RETURNING`, so the database tells us which keys are
+new. Every value of a new key is appended without further checks (the common case). Only for keys
+that already existed (a re-sent batch, or a second record for the same step carrying other
+metrics) do we look up which (series, step) values are stored and append the rest. On PostgreSQL a
+concurrent writer of the same key waits on the row lock and then sees the committed values, so
+replicas stay exactly-once too.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from server.domain.records import (
+    BatchWrite,
+    BucketTable,
+    Record,
+    RecordKey,
+    StoredRecord,
+    WriteResult,
+)
+from server.errors import Forbidden, NotFound
+from server.storage import appends, notes, runs
+from server.storage.db import Database
+
+MergeKey = tuple[str, str, str, int]  # (run id, source, actor, step)
+
+
+@dataclass(slots=True)
+class _Merged:
+    """Records of one batch merged by key: two records for the same step add their metrics."""
+
+    run_id: str
+    source: str
+    actor: str
+    step: int
+    time: float
+    gpu: str | None
+    weight_version: int | None
+    metrics: dict[str, float]
+    buckets: list[BucketTable]
+
+
+@dataclass(slots=True)
+class _Columns:
+    """What a group of batches appends: points as three columns, bucket rows as dicts."""
+
+    series_ids: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    bucket_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def write_batches(
+    conn: Connection, db: Database, batches: Sequence[BatchWrite], *, now: float | None = None
+) -> list[WriteResult]:
+    """Store several batches in the caller's transaction with one statement per table.
+
+    The outcome is what writing them one after another would give (a key sent by two batches is
+    new for the first and a duplicate for the second), but the fixed cost of each statement is
+    paid once for the group. Any invalid batch raises and the caller's transaction stores nothing.
+    """
+    now = _time.time() if now is None else now
+    wanted: set[str] = set()
+    for batch in batches:
+        wanted |= _run_ids(batch)
+    known = runs.load(conn, wanted)
+    results = [_check_batch(conn, batch, known, now) for batch in batches]
+    merged = [_merge(batch.records, now) for batch in batches]
+    if any(merged):
+        _write_records(conn, db, known, merged, results)
+    for batch, result in zip(batches, results, strict=True):
+        if batch.annotations:
+            pks = {run_id: ref.pk for run_id, ref in known.items()}
+            result.annotations = notes.write(conn, pks, batch.annotations, now)
+    last_steps: dict[int, int | None] = {ref.pk: None for ref in known.values()}
+    for part in merged:
+        for m in part.values():
+            pk = known[m.run_id].pk
+            last_steps[pk] = max(m.step, last_steps[pk] or -1)
+    runs.touch(conn, last_steps, now)
+    return results
+
+
+def _run_ids(batch: BatchWrite) -> set[str]:
+    ids = {r.run_id for r in batch.records} | {a.run_id for a in batch.annotations}
+    if batch.run is not None:
+        ids.add(batch.run.id)
+    return ids
+
+
+def _check_batch(
+    conn: Connection, batch: BatchWrite, known: dict[str, runs.RunRef], now: float
+) -> WriteResult:
+    """Create or update the batch's run, then check every run it names exists and lies in the
+    batch's project. Runs are checked in batch order, so a batch naming a run that only a later
+    batch creates fails as it would alone."""
+    result = WriteResult()
+    if batch.run is not None:
+        ref = runs.upsert(conn, batch.run, known.get(batch.run.id), batch.default_project, now)
+        known[batch.run.id] = ref
+        if ref.created and runs.ensure_project(conn, ref.project, now):
+            result.new_projects.append(ref.project)
+    names = _run_ids(batch)
+    missing = sorted(names - known.keys())
+    if missing:
+        raise NotFound(
+            f"unknown run {missing[0]!r}: send a `run` object with this id in the batch "
+            '(e.g. {"run": {"id": "' + missing[0] + '", "project": "default"}, '
+            '"records": [...]}) to create it',
+            detail={"unknown_runs": missing},
+        )
+    if batch.project is not None:
+        for run_id in sorted(names):
+            if known[run_id].project != batch.project:
+                raise Forbidden(
+                    f"run {run_id!r} belongs to project {known[run_id].project!r}, "
+                    f"not {batch.project!r}"
+                )
+    return result
+
+
+def _merge(records: Sequence[Record], now: float) -> dict[MergeKey, _Merged]:
+    merged: dict[MergeKey, _Merged] = {}
+    for rec in records:
+        key = (rec.run_id, rec.source, rec.actor, rec.step)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = _Merged(
+                rec.run_id,
+                rec.source,
+                rec.actor,
+                rec.step,
+                rec.time if rec.time is not None else now,
+                rec.gpu,
+                rec.weight_version,
+                dict(rec.metrics),
+                list(rec.buckets),
+            )
+            continue
+        for name, value in rec.metrics.items():
+            seen.metrics.setdefault(name, value)
+        seen.buckets.extend(rec.buckets)
+        seen.gpu = seen.gpu or rec.gpu
+        if seen.weight_version is None:
+            seen.weight_version = rec.weight_version
+    return merged
+
+
+def _write_records(
+    conn: Connection,
+    db: Database,
+    known: dict[str, runs.RunRef],
+    merged: list[dict[MergeKey, _Merged]],
+    results: list[WriteResult],
+) -> None:
+    """Append the step records and values of every batch; count each batch's outcome.
+
+    The first batch that names a key owns its step record. A key named by several batches of
+    the group is tracked value by value, so the later batches store only what is still missing.
+    """
+    keyed = [
+        [((known[m.run_id].pk, m.source, m.actor, m.step), m) for m in part.values()]
+        for part in merged
+    ]
+    owners: dict[RecordKey, _Merged] = {}
+    shared: set[RecordKey] = set()
+    for part in keyed:
+        for key, m in part:
+            if key in owners:
+                shared.add(key)
+            else:
+                owners[key] = m
+    new_keys = appends.step_records(
+        conn, db, [(key, m.time, m.gpu, m.weight_version) for key, m in owners.items()]
+    )
+    names: set[tuple[int, str, str, str]] = {
+        (*key[:3], name) for part in keyed for key, m in part for name in m.metrics
+    }
+    series_ids = appends.series_ids(conn, db, names)
+    old = [
+        (key, m) for part in keyed for key, m in part if key not in new_keys or owners[key] is not m
+    ]
+    stored = (
+        appends.stored_pairs(
+            conn, [(series_ids[(*key[:3], n)], key[3]) for key, m in old for n in m.metrics]
+        )
+        if old
+        else set()
+    )
+    stored_buckets = (
+        appends.stored_bucket_keys(conn, [key for key, m in old if m.buckets]) if old else set()
+    )
+    columns = _Columns()
+    for part, result in zip(keyed, results, strict=True):
+        before = len(columns.values)
+        for key, m in part:
+            is_new = key in new_keys and owners[key] is m
+            fresh, added_buckets = _collect(
+                key,
+                m,
+                series_ids,
+                columns,
+                stored,
+                stored_buckets,
+                is_new=is_new,
+                track=key in shared,
+            )
+            if is_new or fresh or added_buckets:
+                result.accepted += 1
+            else:
+                result.duplicates += 1
+            if fresh:
+                ref = known[m.run_id]
+                result.stored.append(
+                    StoredRecord(
+                        m.run_id,
+                        ref.project,
+                        ref.labels,
+                        m.source,
+                        m.actor,
+                        m.step,
+                        m.time,
+                        m.gpu,
+                        m.weight_version,
+                        fresh,
+                    )
+                )
+        result.values = len(columns.values) - before
+    if columns.values:
+        appends.points(conn, db, columns.series_ids, columns.steps, columns.values)
+    if columns.bucket_rows:
+        appends.bucket_rows(conn, columns.bucket_rows)
+
+
+def _collect(
+    key: RecordKey,
+    m: _Merged,
+    series_ids: dict[tuple[int, str, str, str], int],
+    columns: _Columns,
+    stored: set[tuple[int, int]],
+    stored_buckets: set[tuple[RecordKey, str]],
+    *,
+    is_new: bool,
+    track: bool,
+) -> tuple[dict[str, float], bool]:
+    """Add one merged record's new values and bucket rows to the columns; returns the values it
+    added and whether it added bucket rows. `track`: the key is shared by several batches of the
+    group, so what this one adds counts as stored for the later ones."""
+    base = key[:3]
+    fresh: dict[str, float] = {}
+    if is_new and not track:  # the common case: every value is new, a column at a time
+        fresh = m.metrics
+        columns.series_ids.extend(series_ids[(*base, name)] for name in fresh)
+        columns.steps.extend(repeat(m.step, len(fresh)))
+        columns.values.extend(fresh.values())
+    else:
+        for name, value in m.metrics.items():
+            pair = (series_ids[(*base, name)], m.step)
+            if not is_new and pair in stored:
+                continue
+            if track:
+                stored.add(pair)
+            columns.series_ids.append(pair[0])
+            columns.steps.append(m.step)
+            columns.values.append(value)
+            fresh[name] = value
+    added = False
+    for table in m.buckets:
+        if not is_new and (key, table.basis) in stored_buckets:
+            continue
+        if track:
+            stored_buckets.add((key, table.basis))
+        columns.bucket_rows.extend(appends.bucket_table_rows(key, table))
+        added = True
+    return fresh, added

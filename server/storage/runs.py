@@ -1,0 +1,223 @@
+"""The runs table: creating and updating runs as batches name them, and reading them back.
+
+A run is keyed by its client-chosen `id`; `pk` is the small integer the other tables use.
+JSON documents (tags, labels, config) are stored as text and parsed here, so the same code runs
+on both databases.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection
+
+from server.domain.records import RunUpsert
+from server.errors import Conflict
+from server.storage import tables as t
+
+RUN_COLUMNS = (
+    t.runs.c.pk,
+    t.runs.c.id,
+    t.runs.c.project,
+    t.runs.c.name,
+    t.runs.c.tags,
+    t.runs.c.labels,
+    t.runs.c.status,
+    t.runs.c.created_at,
+    t.runs.c.last_seen,
+    t.runs.c.last_step,
+)
+"""What a run summary needs; the config (often the largest column) is read only on demand."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """A run as the write path needs it: its keys, project and labels."""
+
+    pk: int
+    id: str
+    project: str
+    labels: Mapping[str, str]
+    created: bool = False
+
+
+# -- writes --------------------------------------------------------------------------------------
+def load(conn: Connection, run_ids: Iterable[str]) -> dict[str, RunRef]:
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    r = t.runs.c
+    rows = conn.execute(sa.select(r.pk, r.id, r.project, r.labels).where(r.id.in_(ids))).all()
+    return {row.id: RunRef(row.pk, row.id, row.project, json.loads(row.labels)) for row in rows}
+
+
+def upsert(
+    conn: Connection, run: RunUpsert, existing: RunRef | None, default_project: str, now: float
+) -> RunRef:
+    """Create the run, or apply the given fields to it; a run never moves between projects."""
+    if existing is None:
+        return _create(conn, run, default_project, now)
+    if run.project is not None and run.project != existing.project:
+        raise Conflict(
+            f"run {run.id!r} belongs to project {existing.project!r}, not {run.project!r}; "
+            "a run cannot move between projects"
+        )
+    updates: dict[str, Any] = {}
+    if run.name is not None:
+        updates["name"] = run.name
+    if run.tags is not None:
+        updates["tags"] = json.dumps(list(run.tags))
+    if run.labels is not None:
+        updates["labels"] = json.dumps(dict(run.labels))
+    if run.status is not None:
+        updates["status"] = run.status
+    if run.config:
+        stored = conn.execute(
+            sa.select(t.runs.c.config).where(t.runs.c.pk == existing.pk)
+        ).scalar_one()
+        updates["config"] = dumps({**json.loads(stored), **run.config})
+    if updates:
+        conn.execute(sa.update(t.runs).where(t.runs.c.pk == existing.pk).values(**updates))
+    labels = run.labels if run.labels is not None else existing.labels
+    return RunRef(existing.pk, existing.id, existing.project, labels)
+
+
+def _create(conn: Connection, run: RunUpsert, default_project: str, now: float) -> RunRef:
+    project = run.project or default_project
+    values = {
+        "id": run.id,
+        "project": project,
+        "name": run.name or run.id,
+        "tags": json.dumps(list(run.tags or [])),
+        "labels": json.dumps(dict(run.labels or {})),
+        "config": dumps(run.config or {}),
+        "status": run.status or "running",
+        "created_at": now,
+        "last_seen": now,
+    }
+    conn.execute(pg_insert(t.runs).values(values).on_conflict_do_nothing(index_elements=["id"]))
+    r = t.runs.c
+    row = conn.execute(sa.select(r.pk, r.project, r.labels).where(r.id == run.id)).one()
+    if row.project != project:  # a concurrent writer created it elsewhere first
+        raise Conflict(f"run {run.id!r} already exists in project {row.project!r}")
+    return RunRef(row.pk, run.id, row.project, json.loads(row.labels), created=True)
+
+
+def dumps(document: Any) -> str:
+    """JSON text for a config; values JSON cannot hold (dates, paths) are stored as strings."""
+    return json.dumps(document, default=str, allow_nan=True)
+
+
+def ensure_project(conn: Connection, project: str, now: float) -> bool:
+    """Record a project; True when it is new."""
+    stmt = (
+        pg_insert(t.projects)
+        .values(name=project, created_at=now)
+        .on_conflict_do_nothing(index_elements=["name"])
+        .returning(t.projects.c.name)
+    )
+    return conn.execute(stmt).first() is not None
+
+
+_TOUCH = sa.text(
+    "UPDATE runs SET last_seen = :now, "
+    "last_step = CASE WHEN v.step IS NULL THEN runs.last_step "
+    "ELSE greatest(coalesce(runs.last_step, -1), v.step) END "
+    "FROM (SELECT unnest(CAST(:pks AS BIGINT[])) AS pk, "
+    "unnest(CAST(:steps AS BIGINT[])) AS step) AS v "
+    "WHERE runs.pk = v.pk"
+)
+
+
+def touch(conn: Connection, last_steps: Mapping[int, int | None], now: float) -> None:
+    """Last activity and last step of every run a group of batches touched, in one statement."""
+    if last_steps:
+        conn.execute(
+            _TOUCH, {"now": now, "pks": list(last_steps), "steps": list(last_steps.values())}
+        )
+
+
+# -- reads ---------------------------------------------------------------------------------------
+def rows(
+    conn: Connection,
+    *,
+    project: str | None = None,
+    projects: Sequence[str] | None = None,
+    text: str | None = None,
+    limit: int = 500,
+) -> list[Any]:
+    """Run summaries' rows, most recently active first."""
+    r = t.runs.c
+    query = sa.select(*RUN_COLUMNS)
+    if project is not None:
+        query = query.where(r.project == project)
+    if projects is not None:
+        query = query.where(r.project.in_(list(projects)))
+    if text:
+        pattern = f"%{text.lower()}%"
+        query = query.where(
+            sa.or_(sa.func.lower(r.name).like(pattern), sa.func.lower(r.id).like(pattern))
+        )
+    query = query.order_by(sa.func.coalesce(r.last_seen, r.created_at).desc(), r.id).limit(limit)
+    return list(conn.execute(query).all())
+
+
+def row(conn: Connection, run_id: str, *, with_config: bool = False) -> Any | None:
+    columns = (*RUN_COLUMNS, t.runs.c.config) if with_config else RUN_COLUMNS
+    return conn.execute(sa.select(*columns).where(t.runs.c.id == run_id)).first()
+
+
+def configs(conn: Connection, run_ids: Sequence[str]) -> list[Any]:
+    """Id, name, project and config of the given runs: what a comparison of configs needs."""
+    if not run_ids:
+        return []
+    r = t.runs.c
+    query = sa.select(r.id, r.name, r.project, r.config).where(r.id.in_(list(run_ids)))
+    return list(conn.execute(query).all())
+
+
+def gpus(conn: Connection, run_pks: Sequence[int]) -> dict[int, list[str]]:
+    """The GPU types each run's records name."""
+    if not run_pks:
+        return {}
+    s = t.step_records.c
+    found = conn.execute(
+        sa.select(s.run_pk, s.gpu).where(s.run_pk.in_(list(run_pks)), s.gpu.is_not(None)).distinct()
+    ).all()
+    out: dict[int, list[str]] = {}
+    for run_pk, gpu in found:
+        out.setdefault(run_pk, []).append(gpu)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def actors(conn: Connection, run_pk: int) -> list[Any]:
+    s = t.step_records.c
+    query = (
+        sa.select(
+            s.source,
+            s.actor,
+            sa.func.max(s.gpu).label("gpu"),
+            sa.func.min(s.step).label("first_step"),
+            sa.func.max(s.step).label("last_step"),
+            sa.func.count().label("steps"),
+        )
+        .where(s.run_pk == run_pk)
+        .group_by(s.source, s.actor)
+        .order_by(s.source, s.actor)
+    )
+    return list(conn.execute(query).all())
+
+
+def projects(conn: Connection) -> list[str]:
+    names = {r[0] for r in conn.execute(sa.select(t.projects.c.name))}
+    names |= {r[0] for r in conn.execute(sa.select(t.runs.c.project).distinct())}
+    return sorted(names)
+
+
+def loads(text: str | None, default: Any) -> Any:
+    return json.loads(text) if text else default
