@@ -71,6 +71,7 @@ class Run:
         queue_size: int,
         spool_max_bytes: int,
         timeout: float,
+        max_backoff: float = 30.0,
         transport: Transport | None = None,
     ) -> None:
         self.id = run_id
@@ -97,6 +98,7 @@ class Run:
             queue_size=queue_size,
             max_batch_records=max_batch_records,
             flush_interval=flush_interval,
+            max_backoff=max_backoff,
         )
         _register_atexit(self)
 
@@ -283,10 +285,12 @@ def init(
     queue_size: int = 10_000,
     spool_max_bytes: int = 256 << 20,
     timeout: float = 5.0,
+    max_backoff: float = 30.0,
     transport: Transport | None = None,
 ) -> Run:
     """Start reporting one run. Arguments fall back to MISMATCH_URL, MISMATCH_TOKEN,
-    MISMATCH_RUN_ID, MISMATCH_PROJECT and MISMATCH_SPOOL_DIR."""
+    MISMATCH_RUN_ID, MISMATCH_PROJECT and MISMATCH_SPOOL_DIR. `max_backoff` caps the wait
+    between retries while the server is away (seconds; a Retry-After above it waits this)."""
     env = os.environ
     return Run(
         url=url or env.get("MISMATCH_URL") or DEFAULT_URL,
@@ -304,5 +308,6 @@ def init(
         queue_size=queue_size,
         spool_max_bytes=spool_max_bytes,
         timeout=timeout,
+        max_backoff=max_backoff,
         transport=transport,
     )

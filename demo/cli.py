@@ -9,7 +9,7 @@ import os
 import time
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -19,6 +19,11 @@ from server.domain import urls
 def default_data_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "mismatch-monitor"
+
+
+def _fail(message: str) -> NoReturn:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
 
 
 def _advance(bar: Any, task: Any, report: Any) -> None:
@@ -49,23 +54,13 @@ def demo(
     chosen = list(SCENARIOS) if scenario == "all" else [scenario]
     unknown = [s for s in chosen if s not in SCENARIOS]
     if unknown:
-        typer.secho(
-            f"error: unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)} or all",
-            fg=typer.colors.RED,
-            err=True,
-        )
-        raise typer.Exit(2)
+        _fail(f"unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)} or all")
     if engine == "auto":
         engine = "vllm" if vllm_available() else "torch"
     try:
         httpx.get(url.rstrip("/") + "/healthz", timeout=5).raise_for_status()
     except httpx.HTTPError as exc:
-        typer.secho(
-            f"error: no Mismatch Monitor at {url} ({exc}); start one with `make run`",
-            fg=typer.colors.RED,
-            err=True,
-        )
-        raise typer.Exit(2) from exc
+        _fail(f"no Mismatch Monitor at {url} ({exc}); start one with `make run`")
     timings: dict[str, float] = {}
     started = time.perf_counter()
     model_dir = build_tiny_model((data_dir or default_data_dir()) / "tiny-model")
@@ -95,7 +90,15 @@ def demo(
                 on_step=partial(_advance, bar, task),
             )
             finals.append(reports[-1])
-    total = time.perf_counter() - started
+    _summary(finals, timings, time.perf_counter() - started)
+    view = urls.compare_view(
+        [f"{run_prefix}-{n}" for n in chosen], reference=f"{run_prefix}-parity", metric="k3_kl"
+    )
+    typer.echo(f"compare: {urls.absolute(url, view)}")
+
+
+def _summary(finals: list[Any], timings: dict[str, float], total: float) -> None:
+    """Each scenario's last step, and where the wall time went."""
     typer.echo("\nscenario        k3_kl      ratio_dev_1e4  rollout_clip_rate  reward")
     for r in finals:
         typer.echo(
@@ -105,7 +108,3 @@ def demo(
         )
     where = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(timings.items(), key=lambda kv: -kv[1]))
     typer.echo(f"\nwall time {total:.1f} s — {where}")
-    view = urls.compare_view(
-        [f"{run_prefix}-{n}" for n in chosen], reference=f"{run_prefix}-parity", metric="k3_kl"
-    )
-    typer.echo(f"compare: {urls.absolute(url, view)}")

@@ -116,7 +116,45 @@ def run_scenario(
         else TorchEngine(policy, scenario.options)
     )
     timings["engine_start"] = timings.get("engine_start", 0.0) + time.perf_counter() - started
-    config = {
+    run = collectors.init(
+        url=url,
+        token=token,
+        run_id=run_id or f"demo-{scenario.name}",
+        run_name=scenario.name,
+        project=PROJECT,
+        labels={"scenario": scenario.name, "engine": rollout.name, **scenario.labels},
+        config=_run_config(scenario, lr),
+        spool_dir=spool_dir,
+        flush_interval=0.2,
+    )
+    override = rollout.config() if isinstance(rollout, TorchEngine) else None
+    collector = RolloutCollector(
+        run,
+        rollout.llm if engine == "vllm" else rollout,
+        actor="rollout-0",
+        engine_config_override=override,
+    )
+    batch_prompts = prompts(
+        tokenizer, n_prompts, long_prefix=scenario.options.prefix_caching and engine == "vllm"
+    )
+    loop = _Loop(scenario, rollout, collector, policy, optimizer, run, group, timings)
+    reports = []
+    try:
+        for step in range(steps):
+            report = loop.step(step, batch_prompts, max_tokens)
+            reports.append(report)
+            if on_step is not None:
+                on_step(report)
+        run.flush(30)
+    finally:
+        run.close(30)
+        rollout.close()
+    return reports
+
+
+def _run_config(scenario: Scenario, lr: float) -> dict[str, Any]:
+    """What decides parity on the trainer's side, as the run config records it."""
+    return {
         "scenario": scenario.name,
         "objective": "GRPO",
         "is_correction": "none",
@@ -132,78 +170,69 @@ def run_scenario(
             "push_every": scenario.push_every,
         },
     }
-    run = collectors.init(
-        url=url,
-        token=token,
-        run_id=run_id or f"demo-{scenario.name}",
-        run_name=scenario.name,
-        project=PROJECT,
-        labels={"scenario": scenario.name, "engine": rollout.name, **scenario.labels},
-        config=config,
-        spool_dir=spool_dir,
-        flush_interval=0.2,
-    )
-    override = rollout.config() if isinstance(rollout, TorchEngine) else None
-    collector = RolloutCollector(
-        run,
-        rollout.llm if engine == "vllm" else rollout,
-        actor="rollout-0",
-        engine_config_override=override,
-    )
-    batch_prompts = prompts(
-        tokenizer, n_prompts, long_prefix=scenario.options.prefix_caching and engine == "vllm"
-    )
-    reports = []
-    version = 0
-    engine_version = 0
-    try:
-        for step in range(steps):
-            collector.on_trainer_version(version)
+
+
+@dataclass
+class _Loop:
+    """One scenario's training loop state: the trainer's policy version and the engine's."""
+
+    scenario: Scenario
+    rollout: Any
+    collector: Any
+    policy: Any
+    optimizer: Any
+    run: Any
+    group: int
+    timings: dict[str, float]
+    version: int = 0
+    engine_version: int = 0
+
+    def _timed(self, key: str, started: float) -> float:
+        spent = time.perf_counter() - started
+        self.timings[key] = self.timings.get(key, 0.0) + spent
+        return spent
+
+    def step(self, step: int, batch_prompts: list[list[int]], max_tokens: int) -> StepReport:
+        """Sample, recompute and update, push the weights when due: one RL step."""
+        self.collector.on_trainer_version(self.version)
+        t0 = time.perf_counter()
+        with self.collector.timed():
+            outputs = self.rollout.generate(
+                batch_prompts,
+                n=self.group,
+                temperature=TEMPERATURE,
+                max_tokens=max_tokens,
+                seed=step,
+            )
+        rollout_s = self._timed("rollout", t0)
+        batch = self.collector.observe(
+            outputs,
+            step=step,
+            weight_version=self.engine_version,
+            sampling_params=self.rollout.params,
+        )
+        t0 = time.perf_counter()
+        summary, reward, tokens = _train_step(
+            self.policy, self.optimizer, batch, self.group, self.run, step, self.engine_version
+        )
+        self._timed("train", t0)
+        self.version += 1
+        if self.version % self.scenario.push_every == 0:
             t0 = time.perf_counter()
-            with collector.timed():
-                outputs = rollout.generate(
-                    batch_prompts,
-                    n=group,
-                    temperature=TEMPERATURE,
-                    max_tokens=max_tokens,
-                    seed=step,
-                )
-            rollout_s = time.perf_counter() - t0
-            timings["rollout"] = timings.get("rollout", 0.0) + rollout_s
-            batch = collector.observe(
-                outputs, step=step, weight_version=engine_version, sampling_params=rollout.params
-            )
-            t0 = time.perf_counter()
-            summary, reward, tokens = _train_step(
-                policy, optimizer, batch, group, run, step, engine_version
-            )
-            timings["train"] = timings.get("train", 0.0) + time.perf_counter() - t0
-            version += 1
-            if version % scenario.push_every == 0:
-                t0 = time.perf_counter()
-                with collector.weight_update(version):
-                    rollout.load_weights(
-                        {k: v.detach().clone() for k, v in policy.state_dict().items()}
-                    )
-                engine_version = version
-                timings["weight_push"] = timings.get("weight_push", 0.0) + time.perf_counter() - t0
-            report = StepReport(
-                scenario.name,
-                step,
-                summary.metrics["k3_kl"],
-                summary.metrics["ratio_dev_1e4"],
-                summary.metrics["rollout_clip_rate"],
-                reward,
-                tokens / max(1e-9, rollout_s),
-            )
-            reports.append(report)
-            if on_step is not None:
-                on_step(report)
-        run.flush(30)
-    finally:
-        run.close(30)
-        rollout.close()
-    return reports
+            with self.collector.weight_update(self.version):
+                weights = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+                self.rollout.load_weights(weights)
+            self.engine_version = self.version
+            self._timed("weight_push", t0)
+        return StepReport(
+            self.scenario.name,
+            step,
+            summary.metrics["k3_kl"],
+            summary.metrics["ratio_dev_1e4"],
+            summary.metrics["rollout_clip_rate"],
+            reward,
+            tokens / max(1e-9, rollout_s),
+        )
 
 
 def _train_step(

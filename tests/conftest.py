@@ -58,6 +58,7 @@ class ServerProcess:
         self.log_path = log_dir / f"server-{self.port}-{uuid.uuid4().hex[:6]}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.token: str | None = None
+        self._log: Any = None
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
         env = {**os.environ, **self.env}
@@ -74,8 +75,10 @@ class ServerProcess:
             "warning",
             *self.args,
         ]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed when the process ends
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -99,6 +102,7 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        self._close_log()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -107,6 +111,12 @@ class ServerProcess:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def _headers(self, token: str | None) -> dict[str, str]:
         token = token or self.token
@@ -129,6 +139,15 @@ class ServerProcess:
         response = self.get(path, token=token)
         response.raise_for_status()
         return response.json()
+
+
+@pytest.fixture(autouse=True)
+def _no_monitor_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see none of the developer's `MISMATCH_*` settings (a CLI test must never talk to
+    the developer's own server), and neither do the servers and commands they start."""
+    for name in list(os.environ):
+        if name.startswith("MISMATCH_"):
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture

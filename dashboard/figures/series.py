@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from dashboard.analysis import ema, running_mean
 from dashboard.figures.text import safe
 from dashboard.palette import NONFINITE, color, faint
-from server.domain.series import bucket_value
+from server.domain.series import bucket_value, has_nonfinite
 
 Point = dict[str, Any]
 
@@ -62,32 +62,7 @@ def add_series(
     label = safe(name)
     xs, ys = _x(points, x_axis), _y(points)
     if any(p["count"] > 1 for p in points):
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=_floats(p["max"] for p in points),
-                mode="lines",
-                line={"width": 0},
-                hoverinfo="skip",
-                showlegend=False,
-                name=f"{label} max",
-                legendgroup=label,
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=_floats(p["min"] for p in points),
-                mode="lines",
-                line={"width": 0},
-                fill="tonexty",
-                fillcolor=faint(c),
-                hoverinfo="skip",
-                showlegend=False,
-                name=f"{label} min–max",
-                legendgroup=label,
-            )
-        )
+        _add_band(fig, xs, points, label, c)
     if smoothing != "none":
         fig.add_trace(
             go.Scatter(
@@ -112,7 +87,7 @@ def add_series(
             connectgaps=False,
         )
     )
-    bad = [p for p in points if p.get("nan", 0) or p.get("pos_inf", 0) or p.get("neg_inf", 0)]
+    bad = [p for p in points if has_nonfinite(p)]
     if bad:
         finite = ys[np.isfinite(ys)]
         top = float(finite.max()) if finite.size else 1.0
@@ -126,6 +101,26 @@ def add_series(
                 legendgroup=label,
                 hovertext=[f"NaN×{p['nan']} +Inf×{p['pos_inf']} -Inf×{p['neg_inf']}" for p in bad],
                 hoverinfo="text+x",
+            )
+        )
+
+
+def _add_band(fig: go.Figure, xs: Any, points: Sequence[Point], label: str, c: str) -> None:
+    """The min–max band of buckets that hold several steps: where a spike lives when zoomed
+    out (an invisible upper edge, filled down to the lower one)."""
+    for edge, fill in (("max", None), ("min", "tonexty")):
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=_floats(p[edge] for p in points),
+                mode="lines",
+                line={"width": 0},
+                fill=fill,
+                fillcolor=faint(c) if fill else None,
+                hoverinfo="skip",
+                showlegend=False,
+                name=f"{label} {'max' if edge == 'max' else 'min–max'}",
+                legendgroup=label,
             )
         )
 

@@ -26,80 +26,16 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     return html.Div(
         [
             html.H2("Compare"),
-            html.Div(
-                [
-                    dcc.Dropdown(
-                        id=ids.CMP_RUNS,
-                        options=options,
-                        value=chosen,
-                        multi=True,
-                        placeholder="runs to compare",
-                        style={"minWidth": "420px"},
-                    ),
-                ]
+            dcc.Dropdown(
+                id=ids.CMP_RUNS,
+                options=options,
+                value=chosen,
+                multi=True,
+                placeholder="runs to compare",
+                style={"minWidth": "420px"},
             ),
-            html.Div(
-                [
-                    html.Span("reference "),
-                    dcc.Dropdown(
-                        id=ids.CMP_REFERENCE,
-                        options=[o for o in options if o["value"] in chosen],
-                        value=params.get("ref") or (chosen[0] if chosen else None),
-                        clearable=False,
-                        style={
-                            "width": "300px",
-                            "display": "inline-block",
-                            "verticalAlign": "middle",
-                        },
-                    ),
-                    html.Span(" metric ", style={"marginLeft": "12px"}),
-                    dcc.Dropdown(
-                        id=ids.CMP_METRIC,
-                        options=list(COMPARE),
-                        value=params.get("metric", HEADLINE),
-                        clearable=False,
-                        style={
-                            "width": "200px",
-                            "display": "inline-block",
-                            "verticalAlign": "middle",
-                        },
-                    ),
-                    dcc.RadioItems(
-                        id=ids.CMP_MODE,
-                        options=[
-                            {"label": "overlay", "value": "overlay"},
-                            {"label": "difference to reference", "value": "diff"},
-                        ],
-                        value=params.get("mode", "overlay"),
-                        inline=True,
-                        style={"display": "inline-block", "marginLeft": "12px"},
-                    ),
-                ],
-                style={"marginTop": "8px"},
-            ),
-            html.Div(
-                [
-                    html.Span("band: reference rolling mean ± k × rolling std (20 steps); k = "),
-                    dcc.Input(
-                        id=ids.CMP_BAND_K,
-                        type="number",
-                        value=as_float(params.get("k"), 3.0),
-                        min=0.5,
-                        step=0.5,
-                        style={"width": "60px"},
-                    ),
-                    html.Span(" ; diverged when outside for N steps, N = "),
-                    dcc.Input(
-                        id=ids.CMP_BAND_N,
-                        type="number",
-                        value=as_int(params.get("n")) or 5,
-                        min=1,
-                        step=1,
-                        style={"width": "60px"},
-                    ),
-                ],
-                style={"marginTop": "8px"},
-            ),
+            _view_controls(params, options, chosen),
+            _band_controls(params),
             dcc.Graph(id=ids.CMP_GRAPH, config={"displaylogo": False}),
             html.H4("First divergence from the reference"),
             DataTable(
@@ -114,6 +50,69 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
             html.H4("Config differences (parity-relevant first)"),
             html.Div(id=ids.CMP_CONFIG_DIFF),
         ]
+    )
+
+
+INLINE_DROPDOWN = {"display": "inline-block", "verticalAlign": "middle"}
+
+
+def _view_controls(params: dict[str, str], options: list[dict[str, str]], chosen: list[str]) -> Any:
+    return html.Div(
+        [
+            html.Span("reference "),
+            dcc.Dropdown(
+                id=ids.CMP_REFERENCE,
+                options=[o for o in options if o["value"] in chosen],
+                value=params.get("ref") or (chosen[0] if chosen else None),
+                clearable=False,
+                style={"width": "300px", **INLINE_DROPDOWN},
+            ),
+            html.Span(" metric ", style={"marginLeft": "12px"}),
+            dcc.Dropdown(
+                id=ids.CMP_METRIC,
+                options=list(COMPARE),
+                value=params.get("metric", HEADLINE),
+                clearable=False,
+                style={"width": "200px", **INLINE_DROPDOWN},
+            ),
+            dcc.RadioItems(
+                id=ids.CMP_MODE,
+                options=[
+                    {"label": "overlay", "value": "overlay"},
+                    {"label": "difference to reference", "value": "diff"},
+                ],
+                value=params.get("mode", "overlay"),
+                inline=True,
+                style={"display": "inline-block", "marginLeft": "12px"},
+            ),
+        ],
+        style={"marginTop": "8px"},
+    )
+
+
+def _band_controls(params: dict[str, str]) -> Any:
+    return html.Div(
+        [
+            html.Span("band: reference rolling mean ± k × rolling std (20 steps); k = "),
+            dcc.Input(
+                id=ids.CMP_BAND_K,
+                type="number",
+                value=as_float(params.get("k"), 3.0),
+                min=0.5,
+                step=0.5,
+                style={"width": "60px"},
+            ),
+            html.Span(" ; diverged when outside for N steps, N = "),
+            dcc.Input(
+                id=ids.CMP_BAND_N,
+                type="number",
+                value=as_int(params.get("n")) or 5,
+                min=1,
+                step=1,
+                style={"width": "60px"},
+            ),
+        ],
+        style={"marginTop": "8px"},
     )
 
 
@@ -149,43 +148,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         k: float | None,
         n: int | None,
     ) -> Any:
-        chosen = [r for r in (chosen or [])]
-        if not chosen:
-            return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
-        ref = ref if ref in chosen else chosen[0]
-        configs, drawn = fetch(query, chosen, metric)
-        names = {r: (f"{c.name} (reference)" if r == ref else c.name) for r, c in configs.items()}
-        divergence = {}
-        rows = []
-        ref_pairs = [(p["step"], _value(p)) for p in drawn.get(ref, [])]
-        for run_id in configs:
-            if run_id == ref:
-                continue
-            step = first_divergence(
-                ref_pairs,
-                [(p["step"], _value(p)) for p in drawn[run_id]],
-                k=float(k or 3.0),
-                sustain=int(n or 5),
-            )
-            divergence[names[run_id]] = step
-            rows.append({"run": names[run_id], "step": "never" if step is None else step})
-        ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
-        if mode == "diff" and ref in configs:
-            fig = difference_figure(
-                (names[ref], drawn[ref]),
-                [(names[r], drawn[r]) for r in ordered[1:]],
-                title=f"{metric}: difference to reference",
-                divergence=divergence,
-            )
-        else:
-            fig = series_figure(
-                [(names[r], drawn[r]) for r in ordered],
-                title=metric,
-                log_y=metric in LOG_SCALE,
-                height=380,
-            )
-        diff_rows = diff({names[r]: configs[r].config for r in ordered})
-        return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
+        return view(query, chosen or [], ref, metric, mode, float(k or 3.0), int(n or 5))
 
     @app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
@@ -208,6 +171,44 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         return encode(
             {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
         )
+
+
+def view(
+    query: QueryLike, chosen: list[str], ref: str | None, metric: str, mode: str, k: float, n: int
+) -> tuple[Any, list[dict[str, Any]], Any]:
+    """The figure, the first-divergence rows and the config diff for the chosen runs."""
+    if not chosen:
+        return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
+    ref = ref if ref in chosen else chosen[0]
+    configs, drawn = fetch(query, chosen, metric)
+    names = {r: (f"{c.name} (reference)" if r == ref else c.name) for r, c in configs.items()}
+    divergence = {}
+    rows = []
+    ref_pairs = [(p["step"], _value(p)) for p in drawn.get(ref, [])]
+    for run_id in configs:
+        if run_id == ref:
+            continue
+        pairs = [(p["step"], _value(p)) for p in drawn[run_id]]
+        step = first_divergence(ref_pairs, pairs, k=k, sustain=n)
+        divergence[names[run_id]] = step
+        rows.append({"run": names[run_id], "step": "never" if step is None else step})
+    ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
+    if mode == "diff" and ref in configs:
+        fig = difference_figure(
+            (names[ref], drawn[ref]),
+            [(names[r], drawn[r]) for r in ordered[1:]],
+            title=f"{metric}: difference to reference",
+            divergence=divergence,
+        )
+    else:
+        fig = series_figure(
+            [(names[r], drawn[r]) for r in ordered],
+            title=metric,
+            log_y=metric in LOG_SCALE,
+            height=380,
+        )
+    diff_rows = diff({names[r]: configs[r].config for r in ordered})
+    return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
 
 
 def fetch(

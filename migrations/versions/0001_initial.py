@@ -55,6 +55,11 @@ def upgrade() -> None:
         sa.Column("last_step", sa.BigInteger, nullable=True),
     )
     op.create_index("ix_runs_project", "runs", ["project"])
+    _data_tables(series_seq)
+
+
+def _data_tables(series_seq: sa.Sequence) -> None:
+    """What runs report: step records, series and their points, buckets, annotations."""
     op.create_table(
         "step_records",
         sa.Column("run_pk", sa.BigInteger, primary_key=True),

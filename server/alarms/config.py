@@ -52,7 +52,10 @@ class AlarmConfigService:
         self, rule_id: str, changes: Mapping[str, Any], *, projects: Sequence[str] | None = None
     ) -> Rule:
         current = self._owned(self._store.rule(rule_id), projects)
-        rule = current.with_changes(**{k: v for k, v in changes.items() if v is not None})
+        given = {k: v for k, v in changes.items() if v is not None}
+        if "params" in given:  # merged by key: `--params '{"for_steps": 3}'` changes one
+            given["params"] = {**current.params, **given["params"]}
+        rule = current.with_changes(**given)
         check_rule(rule)
         self._store.save_rule(rule)
         self._service.reload()

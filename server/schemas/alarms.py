@@ -35,7 +35,9 @@ class RuleIn(BaseModel):
 class RulePatch(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     severity: Severity | None = None
-    params: dict[str, Any] | None = None
+    params: dict[str, Any] | None = Field(
+        default=None, description="Merged into the rule's parameters by key"
+    )
     enabled: bool | None = None
 
 

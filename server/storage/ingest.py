@@ -171,14 +171,7 @@ def _write_records(
         [((known[m.run_id].pk, m.source, m.actor, m.step), m) for m in part.values()]
         for part in merged
     ]
-    owners: dict[RecordKey, _Merged] = {}
-    shared: set[RecordKey] = set()
-    for part in keyed:
-        for key, m in part:
-            if key in owners:
-                shared.add(key)
-            else:
-                owners[key] = m
+    owners, shared = _owners(keyed)
     new_keys = appends.step_records(
         conn, db, [(key, m.time, m.gpu, m.weight_version) for key, m in owners.items()]
     )
@@ -239,6 +232,22 @@ def _write_records(
         appends.points(conn, db, columns.series_ids, columns.steps, columns.values)
     if columns.bucket_rows:
         appends.bucket_rows(conn, columns.bucket_rows)
+
+
+def _owners(
+    keyed: list[list[tuple[RecordKey, _Merged]]],
+) -> tuple[dict[RecordKey, _Merged], set[RecordKey]]:
+    """The first record of the group for each key (it owns the step record), and the keys that
+    several batches of the group name."""
+    owners: dict[RecordKey, _Merged] = {}
+    shared: set[RecordKey] = set()
+    for part in keyed:
+        for key, m in part:
+            if key in owners:
+                shared.add(key)
+            else:
+                owners[key] = m
+    return owners, shared
 
 
 def _collect(

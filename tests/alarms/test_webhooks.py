@@ -21,18 +21,20 @@ LOCAL_RECEIVERS = ["--webhook-allow", "127.0.0.1"]  # the receivers of these tes
 
 
 class Receiver:
-    """A webhook endpoint that fails its first `fail_first` requests with 500."""
+    """A webhook endpoint that fails its first `fail_first` requests with 500, then answers
+    `status`."""
 
-    def __init__(self, port: int | None = None, fail_first: int = 0) -> None:
+    def __init__(self, port: int | None = None, fail_first: int = 0, status: int = 200) -> None:
         self.port = port or free_port()
         self.fail_first = fail_first
+        self.status = status
         self.seen: list[tuple[dict[str, str], bytes, int]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                status = 500 if len(outer.seen) < outer.fail_first else 200
+                status = 500 if len(outer.seen) < outer.fail_first else outer.status
                 outer.seen.append(({k.lower(): v for k, v in self.headers.items()}, body, status))
                 self.send_response(status)
                 self.end_headers()

@@ -20,11 +20,15 @@ pytestmark = pytest.mark.slow
 
 
 def fast_run(url: str, run_id: str, spool: Path, **kwargs: Any) -> collectors.Run:
-    run = collectors.init(
-        url=url, run_id=run_id, spool_dir=spool, flush_interval=0.05, timeout=2.0, **kwargs
+    return collectors.init(
+        url=url,
+        run_id=run_id,
+        spool_dir=spool,
+        flush_interval=0.05,
+        timeout=2.0,
+        max_backoff=0.3,
+        **kwargs,
     )
-    run._worker.max_backoff = 0.3
-    return run
 
 
 def points_per_step(

@@ -11,7 +11,7 @@ import pytest
 
 import collectors
 from collectors._spool import Spool
-from collectors._transport import Answer, classify
+from collectors._transport import Answer, Worker, classify
 
 
 class FakeTransport:
@@ -64,16 +64,42 @@ def test_records_arrive_batched_with_the_run_upsert_first(tmp_path: Path) -> Non
     run.close()
 
 
+def make_worker(
+    tmp_path: Path, transport: FakeTransport, **kwargs: Any
+) -> tuple[Worker, list[float]]:
+    """A worker alone (the run's engine), with its sleeps recorded instead of slept."""
+    slept: list[float] = []
+    worker = Worker(
+        transport,
+        Spool(tmp_path / "spool", "w-run", max_bytes=1 << 20),
+        run_upsert=lambda: {"id": "w-run"},
+        flush_interval=0.05,
+        sleep=slept.append,
+        **kwargs,
+    )
+    return worker, slept
+
+
 def test_retry_after_is_honoured_then_delivered(tmp_path: Path) -> None:
-    transport = FakeTransport([Answer("retry", 429, 0.01), Answer("retry", 503, 0.01)])
-    run = make_run(tmp_path, transport)
-    run.log_metrics(1, {"x": 1.0})
-    assert run.flush(10)
+    transport = FakeTransport([Answer("retry", 429, 0.37), Answer("retry", 503, 1.5)])
+    worker, slept = make_worker(tmp_path, transport)
+    worker.submit("record", {"run_id": "w-run", "step": 1, "metrics": {"x": 1.0}})
+    assert worker.flush(10)
+    assert slept == [0.37, 1.5]  # waited exactly what each answer asked for
     assert len(transport.batches) == 3  # refused twice, accepted the third time
-    assert run.stats()["sent"] == 1
     assert len({b["batch_id"] for b in transport.batches}) == 1  # the same batch id on retry
-    assert run.stats()["retries"] == 2
-    run.close()
+    stats = worker.stats()
+    assert (stats["sent"], stats["retries"], stats["spooled"]) == (1, 2, 0)
+    worker.close()
+
+
+def test_retry_after_longer_than_the_cap_waits_the_cap(tmp_path: Path) -> None:
+    transport = FakeTransport([Answer("retry", 429, 3600.0)])
+    worker, slept = make_worker(tmp_path, transport, max_backoff=2.0)
+    worker.submit("record", {"run_id": "w-run", "step": 1, "metrics": {"x": 1.0}})
+    assert worker.flush(10)
+    assert slept == [2.0]
+    worker.close()
 
 
 def test_permanent_refusal_is_counted_not_retried(tmp_path: Path) -> None:
@@ -90,35 +116,36 @@ def test_permanent_refusal_is_counted_not_retried(tmp_path: Path) -> None:
 def test_too_large_batches_are_split(tmp_path: Path) -> None:
     transport = FakeTransport([Answer("too_large", 413)])
     run = make_run(tmp_path, transport, max_batch_records=512)
-    transport.gate.clear()
+    transport.gate.clear()  # hold the worker so that the ten records leave in one batch
     for step in range(10):
         run.log_metrics(step, {"x": float(step)})
     transport.gate.set()
     assert run.flush(10)
-    delivered = sorted(r["step"] for b in transport.batches[1:] for r in b["records"])
-    assert delivered == list(range(10))
+    sizes = [[r["step"] for r in b["records"]] for b in transport.batches]
+    # Refused whole, then sent as two halves (not re-sent whole), each value once.
+    assert sizes == [list(range(10)), list(range(5)), list(range(5, 10))]
+    assert run.stats()["sent"] == 10
     run.close()
 
 
 def test_server_away_spools_then_replays_once_back(tmp_path: Path) -> None:
     transport = FakeTransport([Answer("retry", None)] * 3)
-    run = make_run(tmp_path, transport)
-    run._worker._sleep = lambda s: None
-    run.log_metrics(1, {"x": 1.0})
-    assert run.flush(10)
-    assert run.stats()["spooled"] == 1
-    assert run.spool.pending()
-    run._worker._offline_until = 0.0
-    run.log_metrics(2, {"x": 2.0})
-    assert run.flush(10)
+    worker, slept = make_worker(tmp_path, transport, max_backoff=0.05)
+    worker.submit("record", {"run_id": "w-run", "step": 1, "metrics": {"x": 1.0}})
+    assert worker.flush(10)
+    assert len(slept) == 2  # backed off between the three attempts, then spooled
+    assert worker.stats()["spooled"] == 1
+    assert worker.spool.pending()
+    worker.submit("record", {"run_id": "w-run", "step": 2, "metrics": {"x": 2.0}})
+    assert worker.flush(10)
     deadline = time.monotonic() + 10
-    while run.spool.pending() and time.monotonic() < deadline:
+    while worker.spool.pending() and time.monotonic() < deadline:
         time.sleep(0.02)
-    ok = [b for b in transport.batches[3:]]
-    assert sorted(r["step"] for b in ok for r in b["records"]) == [1, 2]
-    assert not run.spool.pending()
-    assert run.stats()["replayed"] == 1
-    run.close()
+    delivered = [r["step"] for b in transport.batches[3:] for r in b["records"]]
+    assert sorted(delivered) == [1, 2]  # each once, the spooled one replayed
+    assert not worker.spool.pending()
+    assert worker.stats()["replayed"] >= 1  # step 2 may meet the back-off and be spooled too
+    worker.close()
 
 
 def test_full_queue_spills_to_the_spool_without_blocking(tmp_path: Path) -> None:

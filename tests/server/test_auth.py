@@ -4,82 +4,133 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ServerProcess, fresh_pg_database
 from tests.factories import batch
 
 
-@pytest.fixture
-def secured(server_factory: Any, db_url: str) -> tuple[Any, dict[str, str]]:
+@pytest.fixture(
+    scope="module", params=["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def secured(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerProcess, dict[str, str]]]:
+    """One server per database kind for the whole matrix: tokens of two projects and an admin,
+    and two runs of project a."""
+    tmp = tmp_path_factory.mktemp("auth")
+    if request.param == "duckdb":
+        db_url = str(tmp / "auth.duckdb")
+    else:
+        db_url = fresh_pg_database(request.getfixturevalue("postgres_url"))
     db = Database(db_url)
     migrate.upgrade(db)
-    tokens = TokenService(db)
+    service = TokenService(db)
     made = {
-        "ingest_a": tokens.create(project="a", scope="ingest")[1],
-        "read_a": tokens.create(project="a", scope="read")[1],
-        "read_b": tokens.create(project="b", scope="read")[1],
-        "ingest_b": tokens.create(project="b", scope="ingest")[1],
-        "admin": tokens.create(project="ops", scope="admin")[1],
+        "ingest_a": service.create(project="a", scope="ingest")[1],
+        "read_a": service.create(project="a", scope="read")[1],
+        "read_b": service.create(project="b", scope="read")[1],
+        "ingest_b": service.create(project="b", scope="ingest")[1],
+        "admin": service.create(project="ops", scope="admin")[1],
     }
     db.dispose()
-    return server_factory(db_url), made
+    server = ServerProcess(db_url, log_dir=tmp).start()
+    for run_id in ("ra", "rb"):
+        response = server.post(
+            "/api/v1/ingest", batch(run_id, range(3), project="a"), token=made["ingest_a"]
+        )
+        assert response.status_code == 200, response.text
+    yield server, made
+    server.stop()
 
 
-def test_auth_matrix(secured: tuple[Any, dict[str, str]]) -> None:
-    server, tok = secured
-    body = batch("ra", range(3), project="a")
+FOREIGN_RECORD = {"records": [{"run_id": "ra", "step": 9, "source": "trainer", "metrics": {}}]}
 
-    assert server.post("/api/v1/ingest", body).status_code == 401
-    assert server.post("/api/v1/ingest", body, token="mm_nope_nope").status_code == 401
-    assert server.post("/api/v1/ingest", body, token="garbage").status_code == 401
-    assert server.post("/api/v1/ingest", body, token=tok["read_a"]).status_code == 403
-    assert server.post("/api/v1/ingest", body, token=tok["ingest_b"]).status_code == 403
-    assert server.post("/api/v1/ingest", body, token=tok["ingest_a"]).status_code == 200
-    # A run created without a project lands in the token's project.
-    assert (
-        server.post(
-            "/api/v1/ingest", batch("rb", range(2), project="a"), token=tok["ingest_a"]
-        ).status_code
-        == 200
-    )
-    # Writing into another project's run is refused even with the run id known.
-    foreign = {"records": [{"run_id": "ra", "step": 9, "source": "trainer", "metrics": {}}]}
-    assert server.post("/api/v1/ingest", foreign, token=tok["ingest_b"]).status_code == 403
+# (what is tried, method, path, body, token, expected status)
+MATRIX = [
+    ("ingest without a token", "POST", "/api/v1/ingest", "batch", None, 401),
+    ("ingest with an unknown token", "POST", "/api/v1/ingest", "batch", "mm_nope_nope", 401),
+    ("ingest with a malformed token", "POST", "/api/v1/ingest", "batch", "garbage", 401),
+    ("ingest with a read token", "POST", "/api/v1/ingest", "batch", "read_a", 403),
+    ("ingest into another project", "POST", "/api/v1/ingest", "batch", "ingest_b", 403),
+    ("ingest into its own project", "POST", "/api/v1/ingest", "batch", "ingest_a", 200),
+    ("write into another project's run", "POST", "/api/v1/ingest", FOREIGN_RECORD, "ingest_b", 403),
+    ("list runs without a token", "GET", "/api/v1/runs", None, None, 401),
+    ("list runs with an ingest token", "GET", "/api/v1/runs", None, "ingest_a", 403),
+    ("read a run of another project", "GET", "/api/v1/runs/ra", None, "read_b", 404),
+    ("read a run of its project", "GET", "/api/v1/runs/ra", None, "read_a", 200),
+    ("read a series as admin", "GET", "/api/v1/runs/ra/series?metric=k3_kl", None, "admin", 200),
+    ("list tokens with a read token", "GET", "/api/v1/tokens", None, "read_a", 403),
+    (
+        "create a token with a read token",
+        "POST",
+        "/api/v1/tokens",
+        {"project": "a", "scope": "admin"},
+        "read_a",
+        403,
+    ),
+    ("list tokens as admin", "GET", "/api/v1/tokens", None, "admin", 200),
+]
 
-    assert server.get("/api/v1/runs").status_code == 401
-    assert server.get("/api/v1/runs", token=tok["ingest_a"]).status_code == 403
-    assert [r["id"] for r in server.query("/api/v1/runs", token=tok["read_b"])["data"]] == []
-    assert sorted(r["id"] for r in server.query("/api/v1/runs", token=tok["read_a"])["data"]) == [
-        "ra",
-        "rb",
-    ]
-    assert server.get("/api/v1/runs/ra", token=tok["read_b"]).status_code == 404
-    assert server.get("/api/v1/runs/ra", token=tok["read_a"]).status_code == 200
-    assert server.get("/api/v1/runs/ra/series?metric=k3_kl", token=tok["admin"]).status_code == 200
 
-    assert server.get("/api/v1/tokens", token=tok["read_a"]).status_code == 403
-    listed = server.query("/api/v1/tokens", token=tok["admin"])
-    assert listed["count"] == 5 and all("hash" not in t and "salt" not in t for t in listed["data"])
-    created = server.post(
-        "/api/v1/tokens", {"project": "c", "scope": "read"}, token=tok["admin"]
-    ).json()
+@pytest.mark.parametrize(
+    ("case", "method", "path", "body", "token", "expected"), MATRIX, ids=[m[0] for m in MATRIX]
+)
+def test_auth_matrix(
+    secured: tuple[ServerProcess, dict[str, str]],
+    case: str,
+    method: str,
+    path: str,
+    body: Any,
+    token: str | None,
+    expected: int,
+) -> None:
+    server, made = secured
+    payload = batch("ra", range(3), project="a") if body == "batch" else body
+    secret = made.get(token, token) if token else None
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    response = httpx.request(method, server.url + path, json=payload, headers=headers, timeout=30)
+    assert response.status_code == expected, f"{case}: {response.text}"
+
+
+def test_runs_list_shows_only_the_token_project(
+    secured: tuple[ServerProcess, dict[str, str]],
+) -> None:
+    server, made = secured
+    assert server.query("/api/v1/runs", token=made["read_b"])["data"] == []
+    ids = sorted(r["id"] for r in server.query("/api/v1/runs", token=made["read_a"])["data"])
+    assert ids == ["ra", "rb"]
+
+
+def test_token_listing_never_shows_secrets(secured: tuple[ServerProcess, dict[str, str]]) -> None:
+    server, made = secured
+    listed = server.query("/api/v1/tokens", token=made["admin"])
+    assert listed["count"] >= 5
+    assert all("hash" not in t and "salt" not in t and "token" not in t for t in listed["data"])
+
+
+def test_a_revoked_token_is_refused_at_once(server_factory: Any, tmp_path: Path) -> None:
+    db = Database(str(tmp_path / "revoke.duckdb"))
+    migrate.upgrade(db)
+    admin = TokenService(db).create(project="ops", scope="admin")[1]
+    db.dispose()
+    server = server_factory(tmp_path / "revoke.duckdb")
+    created = server.post("/api/v1/tokens", {"project": "c", "scope": "read"}, token=admin).json()
     assert created["token"].startswith("mm_")
-    token_id = tok["read_a"].split("_")[1]
-    assert httpx_delete(server, f"/api/v1/tokens/{token_id}", tok["admin"]) == 200
-    assert server.get("/api/v1/runs", token=tok["read_a"]).status_code == 401
-
-
-def httpx_delete(server: Any, path: str, token: str) -> int:
-    import httpx
-
-    return httpx.delete(server.url + path, headers={"Authorization": f"Bearer {token}"}).status_code
+    assert server.get("/api/v1/runs", token=created["token"]).status_code == 200
+    gone = httpx.delete(
+        f"{server.url}/api/v1/tokens/{created['id']}", headers={"Authorization": f"Bearer {admin}"}
+    )
+    assert gone.status_code == 200
+    assert server.get("/api/v1/runs", token=created["token"]).status_code == 401
 
 
 def test_open_on_loopback_without_tokens(server_factory: Any, tmp_path: Path) -> None:

@@ -47,6 +47,11 @@ def parses(args: list[str]) -> None:
         ["token", "create", "--help"],
         ["token", "list", "--help"],
         ["token", "revoke", "--help"],
+        ["rule", "add", "--help"],
+        ["receiver", "add", "--help"],
+        ["silence", "add", "--help"],
+        ["alert", "test", "--help"],
+        ["demo", "--help"],
     ],
 )
 def test_every_command_has_help(args: list[str]) -> None:

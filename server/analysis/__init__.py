@@ -1,0 +1,1 @@
+"""Pure analyses over rows and arrays, no I/O."""

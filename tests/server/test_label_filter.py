@@ -1,0 +1,89 @@
+"""One label filter, one meaning, in every place that filters by label: the runs list, alarm
+rules and silences.
+
+    KEY         the label is present, whatever its value
+    KEY=VALUE   the label equals VALUE
+    KEY=        the label equals the empty string
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from server.auth import OPEN
+from server.domain.alarms import Rule, Silence
+from server.domain.labels import InvalidLabelFilter, LabelFilter
+from server.errors import Rejected
+from server.schemas.ingest import IngestIn
+from server.services.ingest import IngestService
+from server.services.query import QueryService
+from server.storage.db import Database
+
+RUN_LABELS = {"empty": {"tier": ""}, "gold": {"tier": "gold"}, "none": {}}
+# filter → the runs it selects
+CASES = [
+    ("tier", {"empty", "gold"}),
+    ("tier=gold", {"gold"}),
+    ("tier=", {"empty"}),
+    ("tier=silver", set()),
+    ("other", set()),
+]
+
+
+@pytest.mark.parametrize(("text", "selected"), CASES)
+def test_the_filter_matches_labels(text: str, selected: set[str]) -> None:
+    f = LabelFilter.parse(text)
+    assert {run for run, labels in RUN_LABELS.items() if f.matches(labels)} == selected
+
+
+@pytest.mark.parametrize("text", ["", "=gold", " =x"])
+def test_a_filter_without_a_key_is_refused(text: str) -> None:
+    with pytest.raises(InvalidLabelFilter, match="KEY or KEY=VALUE"):
+        LabelFilter.parse(text)
+
+
+@pytest.fixture
+def query(migrated_db: Database) -> QueryService:
+    ingest = IngestService(migrated_db)
+    for run_id, labels in RUN_LABELS.items():
+        body = {"run": {"id": run_id, "project": "p", "labels": labels}}
+        ingest.ingest(IngestIn.model_validate(body), OPEN)
+    ingest.close()
+    return QueryService(migrated_db)
+
+
+@pytest.mark.parametrize(("text", "selected"), CASES)
+def test_the_runs_list_filters_by_label(query: QueryService, text: str, selected: set[str]) -> None:
+    assert {r.id for r in query.list_runs(label=text)} == selected
+
+
+def test_the_runs_list_refuses_a_filter_without_a_key(query: QueryService) -> None:
+    with pytest.raises(Rejected, match="KEY or KEY=VALUE"):
+        query.list_runs(label="=gold")
+
+
+@pytest.mark.parametrize(("text", "selected"), CASES)
+def test_an_alarm_rule_watches_runs_by_label(text: str, selected: set[str]) -> None:
+    rule = Rule(id="r", project="p", name="n", kind="threshold", metric="k3_kl", label=text)
+    watched = {
+        run
+        for run, labels in RUN_LABELS.items()
+        if rule.matches(
+            project="p", run_id=run, labels=labels, source="trainer", gpu=None, metric="k3_kl"
+        )
+    }
+    assert watched == selected
+
+
+@pytest.mark.parametrize(("text", "selected"), CASES)
+def test_a_silence_mutes_runs_by_label(text: str, selected: set[str]) -> None:
+    rule = Rule(id="r", project="p", name="n", kind="threshold", metric="k3_kl")
+    silence = Silence(
+        "s", "p", until=2e9, rule_id=None, run_id=None, label=text, comment="", created_at=0.0
+    )
+    muted = {
+        run
+        for run, labels in RUN_LABELS.items()
+        if silence.mutes(rule=rule, run_id=run, labels=labels, now=1e9)
+    }
+    assert muted == selected

@@ -1,0 +1,175 @@
+"""The layering stays true: forbidden imports, import cycles and oversized code fail here.
+
+    collectors        ships into training jobs: nothing of the server, dashboard or demo
+    server.domain     neutral: imports nothing of ours
+    server.schemas    HTTP models: only the domain
+    server.storage    knows nothing of HTTP, services, alarms or token rights
+    server.alarms     reaches the dashboard only by URL, and never the API or the CLI
+    dashboard         reads through the query layer: never storage, alarms or the API
+    demo              a client of the collectors (and the domain's URL scheme)
+
+Every import counts, also one inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGES = ("server", "dashboard", "collectors", "demo", "migrations")
+
+# (importer prefix, forbidden prefixes, allowed exceptions)
+RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("collectors", ("server", "dashboard", "demo", "migrations"), ()),
+    ("server.domain", PACKAGES, ("server.domain",)),
+    ("server.schemas", PACKAGES, ("server.domain", "server.schemas")),
+    (
+        "server.storage",
+        (
+            *("server.api", "server.schemas", "server.services", "server.alarms"),
+            *("server.app", "server.cli", "server.container", "dashboard", "demo"),
+        ),
+        (),
+    ),
+    ("server.alarms", ("server.api", "server.cli", "server.app", "dashboard", "demo"), ()),
+    ("server.services", ("server.api", "server.cli", "server.app", "dashboard", "demo"), ()),
+    (
+        "dashboard",
+        ("server.storage", "server.alarms", "server.api", "server.app", "server.cli", "demo"),
+        (),
+    ),
+    ("demo", ("server", "dashboard", "migrations"), ("server.domain",)),
+)
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def our_modules() -> Iterator[tuple[str, Path]]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield module_name(path), path
+
+
+def imports(module: str, source: str, *, top_level_only: bool = False) -> set[str]:
+    """Modules of ours that `source` (the module `module`) imports."""
+    tree = ast.parse(source)
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against the importing package
+                package = module.split(".")[: -node.level or None]
+                base = ".".join([*package, base] if base else package)
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return {name for name in found if name.split(".")[0] in PACKAGES}
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for module, targets in sorted(graph.items()):
+        for prefix, forbidden, allowed in RULES:
+            if not _under(module, prefix):
+                continue
+            for target in sorted(targets):
+                if any(_under(target, f) for f in forbidden) and not any(
+                    _under(target, a) for a in allowed
+                ):
+                    out.append(f"{module} imports {target}")
+    return out
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Import cycles among modules, by top-level imports (what runs at import time)."""
+    known = set(graph)
+    edges = {m: {t for t in ts if t in known and t != m} for m, ts in graph.items()}
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                found.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_across_a_forbidden_boundary() -> None:
+    graph = {m: imports(m, p.read_text()) for m, p in our_modules()}
+    assert violations(graph) == []
+
+
+def test_modules_import_each_other_without_cycles() -> None:
+    graph = {m: imports(m, p.read_text(), top_level_only=True) for m, p in our_modules()}
+    packages = {m for m, p in our_modules() if p.name == "__init__.py"}
+    # A package importing its own submodules (to re-export them) is not a cycle to refuse.
+    for package in packages:
+        graph[package] = {t for t in graph[package] if not _under(t, package)}
+    assert cycles(graph) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("server.storage.x", "from server.schemas.ingest import RecordIn", True),
+        ("server.storage.x", "def f():\n    import server.services.query", True),
+        ("server.domain.x", "from server.errors import Rejected", True),
+        ("server.domain.x", "from . import names", False),
+        ("collectors._x", "from server.domain import urls", True),
+        ("dashboard.pages.x", "from server.storage import runs", True),
+        ("dashboard.pages.x", "from server.domain import urls", False),
+        ("demo.x", "from server.domain import urls", False),
+        ("demo.x", "from server.cli import app", True),
+    ],
+)
+def test_the_check_refuses_what_the_rules_forbid(module: str, source: str, expected: bool) -> None:
+    assert bool(violations({module: imports(module, source)})) is expected
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+
+
+def test_modules_and_functions_stay_small() -> None:
+    """A module past 400 lines is usually two ideas; a function past 80, several steps."""
+    large = []
+    for module, path in our_modules():
+        source = path.read_text()
+        lines = len(source.splitlines())
+        if lines > MAX_MODULE_LINES:
+            large.append(f"{module}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    large.append(f"{module}.{node.name}: {length} lines")
+    assert large == []
