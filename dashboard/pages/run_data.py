@@ -12,24 +12,13 @@ from typing import Any
 
 from dashboard.query import AlertsLike, QueryLike, dump
 from server.domain.metrics import LOG_SCALE, PANELS
+from server.schemas.query import SeriesPointOut
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 
 MAX_POINTS = 1000
 ZOOM_POINTS = 2000
-CSV_FIELDS = (
-    "step",
-    "step_end",
-    "time",
-    "min",
-    "max",
-    "mean",
-    "last",
-    "count",
-    "nan",
-    "pos_inf",
-    "neg_inf",
-)
+CSV_FIELDS = tuple(SeriesPointOut.model_fields)  # a step bucket, as the API returns it
 Series = dict[str, list[dict[str, Any]]]
 
 
