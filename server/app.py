@@ -22,6 +22,7 @@ from server.config import Settings
 from server.container import Services
 from server.errors import NotFound
 from server.services.ingest import IngestService
+from server.services.maintenance import Maintenance
 from server.services.query import QueryService
 from server.services.tokens import TokenService
 from server.storage import migrate
@@ -35,11 +36,12 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     db = db or Database(settings.db)
     query = QueryService(db, live_window_s=settings.live_window_s)
     telemetry = Telemetry(query)
-    ingest_service = IngestService(db, listeners=[telemetry])
+    maintenance = Maintenance(db, retention_days=settings.retention_days)
+    ingest_service = IngestService(db, listeners=[telemetry, maintenance])
     token_service = TokenService(
         db, require_tokens=not settings.is_loopback and not settings.insecure
     )
-    services = Services(settings, db, query, ingest_service, token_service, telemetry)
+    services = Services(settings, db, query, ingest_service, token_service, telemetry, maintenance)
     if settings.alarms:
         services.alarms = wiring.build(
             db, base_url=settings.base_url, policy=settings.webhook_policy

@@ -33,6 +33,11 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Webhook targets allowed beyond public addresses: CIDRs or host names",
     )
+    retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Drop raw values of runs quiet for this many days (rollups stay); off: keep",
+    )
     dashboard: bool = True
     alarms: bool = True
     log_level: str = "info"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from server.alarms.wiring import Alarms
 from server.config import Settings
 from server.services.ingest import IngestService
+from server.services.maintenance import Maintenance
 from server.services.query import QueryService
 from server.services.tokens import TokenService
 from server.storage.db import Database
@@ -23,10 +24,12 @@ class Services:
     ingest: IngestService
     tokens: TokenService
     telemetry: Telemetry
+    maintenance: Maintenance
     alarms: Alarms | None = None  # None when the server runs with alarms off
 
     def start(self) -> None:
-        """Start the background work (alarm delivery and housekeeping)."""
+        """Start the background work (compaction, alarm delivery, housekeeping)."""
+        self.maintenance.start()
         if self.alarms is not None:
             self.alarms.start()
 
@@ -35,4 +38,5 @@ class Services:
         if self.alarms is not None:
             self.alarms.stop()
         self.ingest.close()
+        self.maintenance.stop()
         self.db.dispose()

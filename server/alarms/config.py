@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from server.alarms import ids, rules
-from server.alarms import tables as t
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.outbound import check_url
 from server.alarms.safe_http import TrialResult
@@ -22,6 +21,7 @@ from server.alarms.store import AlarmStore
 from server.domain.alarms import Alert, Receiver, ReceiverFormat, Rule, Silence
 from server.domain.labels import InvalidLabelFilter, parse_optional
 from server.errors import Forbidden, NotFound, Rejected, UnsafeTarget
+from server.storage import alarm_tables as t
 
 MASKED_SECRET = "whsec_…"
 _Owned = TypeVar("_Owned", Rule, Receiver, Silence)

@@ -22,12 +22,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
 from server.alarms import signing
-from server.alarms import tables as t
 from server.alarms.outbound import TargetPolicy
 from server.alarms.payloads import render, sample_event
 from server.alarms.safe_http import TrialResult, post, send_trial, webhook_client
 from server.domain.alarms import Receiver
 from server.errors import UnsafeTarget
+from server.storage import alarm_tables as t
 from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.alarms")

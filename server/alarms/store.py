@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from server.alarms import tables as t
 from server.domain.alarms import Alert, Receiver, Rule, Silence, StateKey
 from server.errors import NotFound
+from server.storage import alarm_tables as t
 from server.storage.db import Database
 
 

@@ -22,3 +22,6 @@ Basis = Literal["rollout", "trainer"]
 RunState = Literal["running", "finished", "failed"]
 """What a client says of its run. The API adds "live" and "idle" from the run's activity."""
 RunStatus = Literal["live", "idle", "finished", "failed"]
+
+RunSort = Literal["activity", "created", "name", "k3", "alarms"]
+RUN_SORTS: tuple[RunSort, ...] = ("activity", "created", "name", "k3", "alarms")

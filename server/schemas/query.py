@@ -36,6 +36,19 @@ class RunSummaryOut(BaseModel):
     latest: dict[str, float] = Field(
         description="Latest value of each canonical metric (trainer side first)"
     )
+    firing_alerts: int = Field(default=0, description="Alerts of the run firing now")
+    raw_dropped: bool = Field(
+        default=False, description="Retention dropped the run's raw values; rollups remain"
+    )
+
+
+class RunPageOut(BaseModel):
+    """One page of runs; `next_cursor` (when there is more) continues in the same order."""
+
+    data: list[RunSummaryOut]
+    count: int = Field(description="Runs on this page")
+    total: int = Field(description="Runs matching the filters, on every page")
+    next_cursor: str | None = None
 
 
 class ActorOut(BaseModel):
@@ -106,6 +119,13 @@ class SeriesOut(BaseModel):
     step_max: int | None
     total_points: int = Field(description="Raw points in the range before downsampling")
     downsampled: bool
+    bucket_steps: int = Field(
+        default=1, description="Steps per bucket; buckets start at multiples of it"
+    )
+    rollup_only: bool = Field(
+        default=False,
+        description="Drawn from rollups only: retention dropped this range's raw values",
+    )
     points: list[SeriesPointOut]
 
 
@@ -122,7 +142,7 @@ class BucketRowOut(BaseModel):
     sum_k3: float
     sum_reverse_k3: float
     oob: float
-    steps: int
+    steps: int = Field(description="Step records behind the sums (an actor's step each)")
     actors: int
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from server.domain.labels import InvalidLabelFilter, parse_optional
-from server.domain.metrics import LATEST
+from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
+from server.domain.metrics import HEADLINE, LATEST
 from server.domain.names import RunStatus
 from server.errors import NotFound, Rejected
 from server.schemas.query import (
@@ -25,16 +25,17 @@ from server.schemas.query import (
     MetricOut,
     RunConfigOut,
     RunDetailOut,
+    RunPageOut,
     RunSummaryOut,
     SeriesOut,
 )
-from server.storage import aggregates, notes, runs, series
+from server.storage import aggregates, notes, run_pages, runs, series, trends
 from server.storage.aggregates import GroupBy
 from server.storage.db import Database
+from server.storage.run_pages import Cursor, RunFilter, Sort
 
 MAX_POINTS_LIMIT = 100_000
 MAX_OVERLAY = 50
-LABEL_SCAN_LIMIT = 5000
 
 
 class QueryService:
@@ -48,6 +49,34 @@ class QueryService:
             names = runs.projects(conn)
         return [n for n in names if projects is None or n in projects]
 
+    def runs_page(
+        self,
+        *,
+        project: str | None = None,
+        label: str | None = None,
+        tag: str | None = None,
+        text: str | None = None,
+        sort: Sort = "activity",
+        descending: bool = True,
+        cursor: str | None = None,
+        limit: int = 50,
+        projects: Sequence[str] | None = None,
+    ) -> RunPageOut:
+        """One page of runs, filtered and sorted in the database; `cursor` continues a paging."""
+        filters = RunFilter(project, projects, _label_filter(label), tag, text)
+        after = Cursor.decode(cursor) if cursor else None
+        with self._db.read() as conn:
+            page = run_pages.page(
+                conn, filters=filters, sort=sort, descending=descending, after=after, limit=limit
+            )
+            data = self._summaries(conn, page.rows)
+        return RunPageOut(
+            data=data,
+            count=len(data),
+            total=page.total,
+            next_cursor=page.next.encode() if page.next is not None else None,
+        )
+
     def list_runs(
         self,
         *,
@@ -58,22 +87,26 @@ class QueryService:
         limit: int = 500,
         projects: Sequence[str] | None = None,
     ) -> list[RunSummaryOut]:
-        try:
-            label_filter = parse_optional(label)
-        except InvalidLabelFilter as exc:
-            raise Rejected(str(exc)) from exc
+        """The most recently active runs (the first page, for pickers and exports)."""
+        return self.runs_page(
+            project=project, label=label, tag=tag, text=text, limit=limit, projects=projects
+        ).data
+
+    def trends(
+        self,
+        run_ids: Sequence[str],
+        *,
+        metric: str = HEADLINE,
+        points: int = 30,
+        projects: Sequence[str] | None = None,
+    ) -> dict[str, list[float]]:
+        """Each run's metric in about `points` buckets, for a table's trend column (one query
+        for the page; runs outside `projects` or unknown are left out)."""
         with self._db.read() as conn:
-            # Label and tag filters run in Python over the JSON columns: few runs, portable SQL.
-            fetch = limit if label_filter is None and tag is None else max(limit, LABEL_SCAN_LIMIT)
-            rows = runs.rows(conn, project=project, projects=projects, text=text, limit=fetch)
-            rows = [
-                r
-                for r in rows
-                if (label_filter is None or label_filter.matches(runs.loads(r.labels, {})))
-                and (tag is None or tag in runs.loads(r.tags, []))
-            ][:limit]
-            summaries = self._summaries(conn, rows)
-        return summaries
+            found_runs = runs.configs(conn, run_ids)
+            pks = {r.pk: r.id for r in found_runs if projects is None or r.project in projects}
+            found = trends.trends(conn, list(pks), metric, points)
+        return {pks[pk]: values for pk, values in found.items()}
 
     def get_run(self, run_id: str, *, projects: Sequence[str] | None = None) -> RunDetailOut:
         with self._db.read() as conn:
@@ -147,12 +180,7 @@ class QueryService:
                     step_max=step_max,
                     max_points=max_points,
                 )
-        times = result.times
-        points = []
-        for block in result.blocks:
-            point = dict(zip(series.BLOCK_FIELDS, block, strict=True))
-            point["time"] = times.get(point["step_end"])
-            points.append(point)
+        points = [dict(zip(series.BLOCK_FIELDS, block, strict=True)) for block in result.blocks]
         # One validation of plain dicts: far cheaper than a model constructor per point.
         return SeriesOut.model_validate(
             {
@@ -164,6 +192,8 @@ class QueryService:
                 "step_max": step_max,
                 "total_points": result.total_points,
                 "downsampled": result.width > 1,
+                "bucket_steps": result.width,
+                "rollup_only": result.rollup_only,
                 "points": points,
             }
         )
@@ -209,17 +239,18 @@ class QueryService:
     ) -> list[BucketRowOut]:
         check_range(step_min, step_max, 1)
         with self._db.read() as conn:
-            pks = [self._run(conn, run_id, projects).pk for run_id in run_ids]
+            found = [self._run(conn, run_id, projects) for run_id in run_ids]
             rows = aggregates.bucket_totals(
                 conn,
-                run_pks=pks,
+                run_pks=[r.pk for r in found],
+                dropped=[r.pk for r in found if r.raw_dropped_at is not None],
                 step_min=step_min,
                 step_max=step_max,
                 group_by=group_by,
                 basis=basis,
             )
         return [
-            BucketRowOut.model_validate({**r._mapping, "group": str(r.group), "basis": basis})
+            BucketRowOut.model_validate({**r._mapping, "group": str(r.grp), "basis": basis})
             for r in rows
         ]
 
@@ -243,6 +274,7 @@ class QueryService:
                 step_max=step_max,
                 basis=basis,
                 max_points=max_points,
+                dropped=row.raw_dropped_at is not None,
             )
         return [BucketStepOut.model_validate(r._mapping) for r in rows]
 
@@ -278,8 +310,11 @@ class QueryService:
         return row
 
     def _summaries(self, conn: Connection, rows: Sequence[Any]) -> list[RunSummaryOut]:
-        gpus = runs.gpus(conn, [r.pk for r in rows])
-        latest = series.latest_values(conn, self._db.dialect, rows, LATEST)
+        """Run summaries from run rows and heads: no value is read."""
+        pks = [r.pk for r in rows]
+        gpus = runs.gpus(conn, pks)
+        latest = series.latest_values(conn, pks, LATEST)
+        firing = run_pages.firing_counts(conn, [(r.project, r.id) for r in rows])
         now = time.time()
         return [
             RunSummaryOut(
@@ -293,7 +328,9 @@ class QueryService:
                 last_seen=row.last_seen,
                 last_step=row.last_step,
                 gpus=gpus.get(row.pk, []),
-                latest={name: value for name, (_, value) in latest.get(row.pk, {}).items()},
+                latest=latest.get(row.pk, {}),
+                firing_alerts=firing.get((row.project, row.id), 0),
+                raw_dropped=row.raw_dropped_at is not None,
             )
             for row in rows
         ]
@@ -310,3 +347,10 @@ def check_range(step_min: int | None, step_max: int | None, max_points: int) -> 
         raise Rejected(f"step_min ({step_min}) is greater than step_max ({step_max})")
     if not 1 <= max_points <= MAX_POINTS_LIMIT:
         raise Rejected(f"max_points must be between 1 and {MAX_POINTS_LIMIT}")
+
+
+def _label_filter(text: str | None) -> LabelFilter | None:
+    try:
+        return parse_optional(text)
+    except InvalidLabelFilter as exc:
+        raise Rejected(str(exc)) from exc

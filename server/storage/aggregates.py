@@ -1,4 +1,10 @@
-"""Aggregate reads across runs: probability-bucket sums and per-GPU distributions."""
+"""Aggregate reads across runs: probability-bucket sums, heatmap cells, per-GPU distributions.
+
+Bucket sums over a whole run come from its 64-step block sums (plus the rows still hot), so a
+project's bucket curves cost what its runs' blocks hold, not their every step; a step range
+reads the run's sorted raw rows. A value's GPU is its actor's GPU segment at that step (a run
+resumed on other hardware counts under each GPU for its own steps).
+"""
 
 from __future__ import annotations
 
@@ -7,83 +13,89 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ColumnElement
 
 from server.storage import sql
-from server.storage import tables as t
+from server.storage.compaction import BUCKET_BLOCK, BUCKET_SUMS
 
 GroupBy = Literal["none", "gpu", "actor", "run"]
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+SUMS = ", ".join(BUCKET_SUMS)
+
+_GROUPS = {
+    "gpu": "coalesce(a.gpu, 'unknown')",
+    "actor": "b.actor",
+    "run": "r.id",
+    "none": "'all'",
+}
 
 
-def _bucket_group(group_by: GroupBy) -> ColumnElement[Any]:
-    if group_by == "gpu":
-        return sa.func.coalesce(t.step_records.c.gpu, "unknown")
-    if group_by == "actor":
-        return t.bucket_rows.c.actor
-    if group_by == "run":
-        return t.runs.c.id
-    return sa.literal_column("'all'")
+_RAW = f"SELECT run_pk, source, actor, step, basis, idx, lo, hi, {SUMS}, 1 AS steps"
+_BLOCKS = (
+    f"SELECT run_pk, source, actor, step_lo AS step, basis, idx, lo, hi, {SUMS}, steps "
+    "FROM bucket_blocks"
+)
+_IN_RANGE = "step BETWEEN :step_min AND :step_max"
+_HOT = f"{_RAW} FROM bucket_hot WHERE run_pk IN :run_pks AND {_IN_RANGE}"
+_BLOCKS_IN_RANGE = "step_hi >= :step_min AND step_lo <= :step_max"
 
 
-def _step_range(
-    column: ColumnElement[Any], step_min: int | None, step_max: int | None
-) -> list[ColumnElement[bool]]:
-    where = []
-    if step_min is not None:
-        where.append(column >= step_min)
-    if step_max is not None:
-        where.append(column <= step_max)
-    return where
+def _bucket_source(step_range: bool) -> str:
+    """Bucket sums as partial rows (one per step row, or per 64-step block), always with the
+    hot rows: raw rows when a step range is asked — block sums for the runs whose raw rows
+    retention dropped (`:dropped`) — else the block sums."""
+    if step_range:
+        cold = (
+            f"{_RAW} FROM bucket_rows WHERE run_pk IN :run_pks AND {_IN_RANGE} UNION ALL "
+            f"{_BLOCKS} WHERE run_pk IN :dropped AND {_BLOCKS_IN_RANGE}"
+        )
+    else:
+        cold = f"{_BLOCKS} WHERE run_pk IN :run_pks"
+    return f"{cold} UNION ALL {_HOT}"
+
+
+def _params(run_pks: Sequence[int], step_min: int | None, step_max: int | None) -> dict[str, Any]:
+    return {
+        "run_pks": list(run_pks) or [-1],
+        "step_min": -1 if step_min is None else step_min,
+        "step_max": 2**62 if step_max is None else step_max,
+    }
 
 
 def bucket_totals(
     conn: Connection,
     *,
     run_pks: Sequence[int],
+    dropped: Sequence[int],
     step_min: int | None,
     step_max: int | None,
     group_by: GroupBy,
     basis: str,
 ) -> list[Any]:
-    """Bucket sums over a step range, per group; columns named as `BucketRowOut`'s fields."""
-    b = t.bucket_rows.c
-    group = _bucket_group(group_by).label("group")
-    source = t.bucket_rows.join(t.runs, t.runs.c.pk == b.run_pk)
-    if group_by == "gpu":
-        r = t.step_records.c
-        source = source.outerjoin(
-            t.step_records,
-            sa.and_(
-                r.run_pk == b.run_pk, r.source == b.source, r.actor == b.actor, r.step == b.step
-            ),
-        )
-    keys = [b.idx] if group_by == "none" else [group, b.idx]
-    query = (
-        sa.select(
-            group,
-            b.idx,
-            sa.func.min(b.lo).label("lo"),
-            sa.func.max(b.hi).label("hi"),
-            sa.func.sum(b.tokens).label("tokens"),
-            sa.func.sum(b.sum_d).label("sum_d"),
-            sa.func.sum(b.sum_abs_d).label("sum_abs_d"),
-            sa.func.sum(b.sum_k3).label("sum_k3"),
-            sa.func.sum(b.sum_reverse_k3).label("sum_reverse_k3"),
-            sa.func.sum(b.oob).label("oob"),
-            sa.func.count(sa.distinct(sa.tuple_(b.run_pk, b.step))).label("steps"),
-            sa.func.count(sa.distinct(sa.tuple_(b.run_pk, b.source, b.actor))).label("actors"),
-        )
-        .select_from(source)
-        .where(
-            b.run_pk.in_(list(run_pks)),
-            b.basis == basis,
-            *_step_range(b.step, step_min, step_max),
-        )
-        .group_by(*keys)
-        .order_by(*keys)
+    """Bucket sums over a step range, per group; columns named as `BucketRowOut`'s fields.
+    `dropped`: the runs whose raw rows retention dropped (their blocks stand in)."""
+    if not run_pks:
+        return []
+    ranged = step_min is not None or step_max is not None
+    group = _GROUPS[group_by]
+    keys = "b.idx" if group_by == "none" else f"{group}, b.idx"
+    query = sql.text(
+        f"SELECT {group} AS grp, b.idx, min(b.lo) AS lo, max(b.hi) AS hi, "
+        + ", ".join(f"sum(b.{s}) AS {s}" for s in BUCKET_SUMS)
+        + ", sum(b.steps) AS steps, "
+        "count(DISTINCT b.run_pk || '|' || b.source || '|' || b.actor) AS actors "
+        f"FROM ({_bucket_source(ranged)}) AS b JOIN runs r ON r.pk = b.run_pk "
+        "LEFT JOIN actors a ON a.run_pk = b.run_pk AND a.source = b.source "
+        "AND a.actor = b.actor AND b.step BETWEEN a.first_step AND a.last_step "
+        f"WHERE b.basis = :basis GROUP BY {keys} ORDER BY {keys}",
+        "run_pks",
+        "dropped",
     )
-    return list(conn.execute(query).all())
+    params = {
+        **_params(run_pks, step_min, step_max),
+        "basis": basis,
+        "dropped": list(dropped) or [-1],
+    }
+    return list(conn.execute(query, params).all())
 
 
 def bucket_blocks(
@@ -94,81 +106,107 @@ def bucket_blocks(
     step_max: int | None,
     basis: str,
     max_points: int,
+    dropped: bool,
 ) -> list[Any]:
-    """Bucket sums per block of steps (heatmap cells); columns named as `BucketStepOut`'s."""
-    b = t.bucket_rows.c
-    where = [b.run_pk == run_pk, b.basis == basis, *_step_range(b.step, step_min, step_max)]
-    lo, hi = conn.execute(sa.select(sa.func.min(b.step), sa.func.max(b.step)).where(*where)).one()
-    if lo is None:
+    """Bucket sums per block of steps (heatmap cells), blocks aligned to multiples of their
+    width; columns named as `BucketStepOut`'s. Wide views read the 64-step block sums."""
+    span = conn.execute(
+        sa.text("SELECT min(first_step), max(last_step) FROM actors WHERE run_pk = :run_pk"),
+        {"run_pk": run_pk},
+    ).one()
+    if span[0] is None:
         return []
-    width = sql.block_width(lo, hi, max_points)
-    query = (
-        sa.select(
-            sa.func.min(b.step).label("step"),
-            sa.func.max(b.step).label("step_end"),
-            sa.func.min(b.lo).label("lo"),
-            sa.func.max(b.hi).label("hi"),
-            sa.func.sum(b.tokens).label("tokens"),
-            sa.func.sum(b.sum_abs_d).label("sum_abs_d"),
-            sa.func.sum(b.sum_k3).label("sum_k3"),
-            sa.func.sum(b.oob).label("oob"),
+    lo = max(span[0], step_min if step_min is not None else -1)
+    hi = min(span[1], step_max if step_max is not None else 2**62)
+    if lo > hi:
+        return []
+    needed = max(1, -(-(hi - lo + 1) // max_points))
+    use_blocks = dropped or needed >= BUCKET_BLOCK
+    width = -(-needed // BUCKET_BLOCK) * BUCKET_BLOCK if use_blocks else needed
+    if use_blocks:
+        source = f"{_BLOCKS} WHERE run_pk IN :run_pks AND {_BLOCKS_IN_RANGE} UNION ALL {_HOT}"
+    else:
+        source = (
+            f"{_RAW} FROM bucket_rows WHERE run_pk IN :run_pks AND {_IN_RANGE} UNION ALL {_HOT}"
         )
-        .where(*where)
-        .group_by(sql.step_block(b.step, lo, width), b.idx)
-        .order_by(sa.func.min(b.step), b.idx)
+    query = sql.text(
+        "SELECT min(step) AS step, max(step) AS step_end, min(lo) AS lo, max(hi) AS hi, "
+        "sum(tokens) AS tokens, sum(sum_abs_d) AS sum_abs_d, sum(sum_k3) AS sum_k3, "
+        f"sum(oob) AS oob FROM ({source}) AS b WHERE basis = :basis "
+        f"GROUP BY floor(step / {width}), idx ORDER BY min(step), idx",
+        "run_pks",
     )
-    return list(conn.execute(query).all())
+    params = {**_params([run_pk], lo, hi), "basis": basis}
+    return list(conn.execute(query, params).all())
 
 
 def hardware_rows(
     conn: Connection, dialect: str, *, metric: str, run_pks: Sequence[int]
 ) -> list[dict[str, Any]]:
-    """Per GPU type: quantiles of a metric over every (actor, step) value of the given runs."""
+    """Per GPU type: counts and quantiles of a metric over the (actor, step) values of the given
+    runs. Reads only that metric of those runs (compacted values sit sorted by metric, then
+    series) and the rows still hot; a run whose raw values retention dropped contributes the
+    means of its 8-step blocks."""
     if not run_pks:
         return []
-    p, s, r = t.points.c, t.series.c, t.step_records.c
-    joined = t.points.join(t.series, s.id == p.series_id).join(
-        t.step_records,
-        sa.and_(r.run_pk == s.run_pk, r.source == s.source, r.actor == s.actor, r.step == p.step),
+    fin = "v.value > '-Infinity'::DOUBLE PRECISION AND v.value < 'Infinity'::DOUBLE PRECISION"
+    values = (
+        "SELECT p.series_id, p.step, p.value FROM points p WHERE p.metric_id = :metric_id "
+        "AND p.series_id IN :sids UNION ALL SELECT h.series_id, h.step, h.value FROM points_hot h "
+        "WHERE h.series_id IN :sids UNION ALL SELECT r.series_id, r.step_lo, "
+        "r.vsum / nullif(r.finite, 0) FROM rollups r WHERE r.metric_id = :metric_id "
+        "AND r.series_id IN :dropped AND r.level = 1"
     )
-    gpu = sa.func.coalesce(r.gpu, "unknown").label("gpu")
-    finite = sql.is_finite(p.value)
-    where = [s.metric == metric, s.run_pk.in_(list(run_pks))]
-    counts = conn.execute(
-        sa.select(
-            gpu,
-            sa.func.count(sa.distinct(s.run_pk)).label("runs"),
-            sa.func.count(sa.distinct(sa.tuple_(s.run_pk, s.source, s.actor))).label("actors"),
-            sql.count_where(finite).label("steps"),
-            sql.count_where(sa.not_(finite)).label("nonfinite"),
-            sa.func.min(sql.finite_or_null(p.value)).label("min"),
-            sa.func.max(sql.finite_or_null(p.value)).label("max"),
-            sa.func.avg(sql.finite_or_null(p.value)).label("mean"),
-        )
-        .select_from(joined)
-        .where(*where)
-        .group_by(gpu)
-        .order_by(gpu)
-    ).all()
-    by_gpu = {
-        row.gpu: list(row.qs or [])
-        for row in conn.execute(
-            sa.select(gpu, sql.quantiles(dialect, p.value, QUANTILES).label("qs"))
-            .select_from(joined)
-            .where(*where, finite)
-            .group_by(gpu)
-        )
-    }
+    gpu = "coalesce(a.gpu, 'unknown')"
+    joined = (
+        f"FROM ({values}) AS v JOIN series s ON s.id = v.series_id "
+        "LEFT JOIN actors a ON a.run_pk = s.run_pk AND a.source = s.source AND a.actor = s.actor "
+        "AND v.step BETWEEN a.first_step AND a.last_step"
+    )
+    qs = sql.quantiles_text(dialect, f"CASE WHEN {fin} THEN v.value END", QUANTILES)
+    query = sql.text(
+        f"SELECT {gpu} AS gpu, count(DISTINCT s.run_pk) AS runs, "
+        "count(DISTINCT s.id) AS actors, "
+        f"sum(CASE WHEN {fin} THEN 1 ELSE 0 END) AS steps, "
+        f"sum(CASE WHEN {fin} THEN 0 ELSE 1 END) AS nonfinite, "
+        f"min(CASE WHEN {fin} THEN v.value END) AS min, max(CASE WHEN {fin} THEN v.value END) "
+        f"AS max, avg(CASE WHEN {fin} THEN v.value END) AS mean, "
+        f"{qs} AS qs {joined} GROUP BY {gpu} ORDER BY {gpu}",
+        "sids",
+        "dropped",
+    )
+    sids, dropped, metric_id = _metric_series(conn, metric, run_pks)
+    if not sids:
+        return []
+    params = {"sids": sids, "dropped": dropped or [-1], "metric_id": metric_id}
     out = []
-    for row in counts:
-        qs = by_gpu.get(row.gpu) or [None] * len(QUANTILES)
+    for row in conn.execute(query, params):
+        found = list(row.qs or []) or [None] * len(QUANTILES)
+        record = {k: v for k, v in row._mapping.items() if k != "qs"}
         out.append(
             {
-                **row._mapping,
+                **record,
                 "metric": metric,
                 "steps": int(row.steps or 0),
                 "nonfinite": int(row.nonfinite or 0),
-                **dict(zip(("p05", "q1", "median", "q3", "p95"), qs, strict=True)),
+                **dict(zip(("p05", "q1", "median", "q3", "p95"), found, strict=True)),
             }
         )
     return out
+
+
+def _metric_series(
+    conn: Connection, metric: str, run_pks: Sequence[int]
+) -> tuple[list[int], list[int], int]:
+    rows = conn.execute(
+        sql.text(
+            "SELECT id, metric_id, raw_dropped_until FROM series "
+            "WHERE metric = :metric AND run_pk IN :run_pks",
+            "run_pks",
+        ),
+        {"metric": metric, "run_pks": list(run_pks)},
+    ).all()
+    if not rows:
+        return [], [], 0
+    dropped = [r.id for r in rows if r.raw_dropped_until is not None]
+    return [r.id for r in rows], dropped, int(rows[0].metric_id)

@@ -1,7 +1,8 @@
 """Columnar appends for the ingest path: one statement per table whatever the batch size.
 
 DuckDB takes Arrow tables scanned by `INSERT … SELECT`; PostgreSQL takes `unnest` of arrays (a
-multi-row VALUES statement costs more to compile than to run) and COPY for the points.
+multi-row VALUES statement costs more to compile than to run) and COPY for the points. Values
+and bucket rows go to the hot tables; compaction sorts them into place later.
 """
 
 from __future__ import annotations
@@ -108,8 +109,16 @@ def series_ids(conn: Connection, db: Database, keys: set[SeriesKey]) -> dict[Ser
         missing = keys - found.keys()
         if not missing:
             break
+        metric_ids = _metric_ids(conn, {k[3] for k in missing})
         values = [
-            {"run_pk": k[0], "source": k[1], "actor": k[2], "metric": k[3]} for k in sorted(missing)
+            {
+                "run_pk": k[0],
+                "source": k[1],
+                "actor": k[2],
+                "metric": k[3],
+                "metric_id": metric_ids[k[3]],
+            }
+            for k in sorted(missing)
         ]
         for chunk in chunks(values):
             conn.execute(pg_insert(t.series).values(chunk).on_conflict_do_nothing())
@@ -125,35 +134,69 @@ def series_ids(conn: Connection, db: Database, keys: set[SeriesKey]) -> dict[Ser
     return found
 
 
+def _metric_ids(conn: Connection, names: set[str]) -> dict[str, int]:
+    """Ids of metric names, creating the missing ones (names are interned: a compacted value
+    carries a small integer, not a string)."""
+    m = t.metric_names.c
+    found = {r.name: r.id for r in conn.execute(sa.select(m.id, m.name).where(m.name.in_(names)))}
+    for name in sorted(names - found.keys()):
+        conn.execute(
+            pg_insert(t.metric_names)
+            .values(id=sa.func.nextval("metric_id_seq"), name=name)
+            .on_conflict_do_nothing(index_elements=["name"])
+        )
+    if len(found) < len(names):
+        rows = conn.execute(sa.select(m.id, m.name).where(m.name.in_(names)))
+        found = {r.name: r.id for r in rows}
+    return found
+
+
 def stored_pairs(conn: Connection, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Which of the (series id, step) pairs already hold a value. One query over the cross
-    product of their series and steps: a superset, cheap to filter."""
+    """Which of the (series id, step) pairs already hold a value, hot or compacted. One query
+    per table over the cross product of their series and steps: a superset, cheap to filter.
+    A step whose raw value retention dropped counts as stored (its rollup still holds it)."""
     wanted = set(pairs)
     if not wanted:
         return set()
     sids = sorted({sid for sid, _ in wanted})
     steps = sorted({step for _, step in wanted})
-    p = t.points.c
-    query = sa.select(p.series_id, p.step).where(
-        p.series_id.in_(sids), p.step.between(steps[0], steps[-1]), p.step.in_(steps)
-    )
-    return {(r.series_id, r.step) for r in conn.execute(query)}
+    found: set[tuple[int, int]] = set()
+    for table in (t.points_hot, t.points):
+        p = table.c
+        query = sa.select(p.series_id, p.step).where(
+            p.series_id.in_(sids), p.step.between(steps[0], steps[-1]), p.step.in_(steps)
+        )
+        found |= {(r.series_id, r.step) for r in conn.execute(query)}
+    s = t.series.c
+    dropped = {
+        r.id: r.raw_dropped_until
+        for r in conn.execute(
+            sa.select(s.id, s.raw_dropped_until).where(
+                s.id.in_(sids), s.raw_dropped_until.is_not(None)
+            )
+        )
+    }
+    found |= {(sid, step) for sid, step in wanted if step <= dropped.get(sid, -1)}
+    return found
 
 
 def stored_bucket_keys(conn: Connection, keys: Iterable[RecordKey]) -> set[tuple[RecordKey, str]]:
-    """Which (step record, basis) already have their bucket table stored."""
+    """Which (step record, basis) already have their bucket table stored, hot or compacted."""
     wanted = list(keys)
     if not wanted:
         return set()
-    b = t.bucket_rows.c
-    query = (
-        sa.select(b.run_pk, b.source, b.actor, b.step, b.basis)
-        .where(
-            b.run_pk.in_(sorted({k[0] for k in wanted})), b.step.in_(sorted({k[3] for k in wanted}))
+    run_pks = sorted({k[0] for k in wanted})
+    steps = sorted({k[3] for k in wanted})
+    found: set[tuple[RecordKey, str]] = set()
+    for table in (t.bucket_hot, t.bucket_rows):
+        b = table.c
+        query = (
+            sa.select(b.run_pk, b.source, b.actor, b.step, b.basis)
+            .where(b.run_pk.in_(run_pks), b.step.in_(steps))
+            .distinct()
         )
-        .distinct()
-    )
-    return {((r.run_pk, r.source, r.actor, r.step), r.basis) for r in conn.execute(query)}
+        found |= {((r.run_pk, r.source, r.actor, r.step), r.basis) for r in conn.execute(query)}
+    return found
 
 
 def bucket_table_rows(key: RecordKey, table: BucketTable) -> list[dict[str, Any]]:
@@ -181,29 +224,36 @@ def bucket_table_rows(key: RecordKey, table: BucketTable) -> list[dict[str, Any]
 
 def bucket_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
     for chunk in chunks(rows):
-        conn.execute(sa.insert(t.bucket_rows), chunk)
+        conn.execute(sa.insert(t.bucket_hot), chunk)
 
 
 def points(
-    conn: Connection, db: Database, sids: list[int], steps: list[int], values: list[float]
+    conn: Connection,
+    db: Database,
+    sids: list[int],
+    steps: list[int],
+    values: list[float],
+    times: list[float],
 ) -> None:
-    """Columnar append of values: an Arrow scan into DuckDB, COPY into PostgreSQL."""
+    """Columnar append of values (with their step's wall time) to the hot table: an Arrow scan
+    into DuckDB, COPY into PostgreSQL."""
     if db.is_duckdb:
         table = pa.table(
             {
                 "series_id": pa.array(sids, pa.int64()),
                 "step": pa.array(steps, pa.int64()),
                 "value": pa.array(values, pa.float64()),
+                "time": pa.array(times, pa.float64()),
             }
         )
         with _registered(conn, "points", table) as (raw, name):
-            raw.execute(f"INSERT INTO points SELECT series_id, step, value FROM {name}")
+            raw.execute(f"INSERT INTO points_hot SELECT series_id, step, value, time FROM {name}")
         return
     driver: Any = conn.connection.driver_connection
-    with driver.cursor().copy("COPY points (series_id, step, value) FROM STDIN") as copy:
+    with driver.cursor().copy("COPY points_hot (series_id, step, value, time) FROM STDIN") as copy:
         buf = io.StringIO()
-        for sid, step, value in zip(sids, steps, values, strict=True):
-            buf.write(f"{sid}\t{step}\t{_pg_float(value)}\n")
+        for sid, step, value, tm in zip(sids, steps, values, times, strict=True):
+            buf.write(f"{sid}\t{step}\t{_pg_float(value)}\t{tm!r}\n")
         copy.write(buf.getvalue())
 
 

@@ -4,6 +4,12 @@ DuckDB allows one read-write process and resolves concurrent writers optimistica
 aborts one of them), so writes in a DuckDB process go through one lock. PostgreSQL takes
 concurrent writers from several replicas and needs no lock here: row locks and `ON CONFLICT`
 do the work.
+
+Maintenance (compaction, chunk merges) runs beside ingest, not behind its lock: it touches the
+hot tables only by taking a snapshot of them and deleting exactly that snapshot's rows, which
+neither database counts as a conflict with concurrent appends. One maintenance transaction runs
+at a time per process; on PostgreSQL, per database (a transaction-level advisory lock), and in
+REPEATABLE READ, so that every statement of it sees the same snapshot.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class Database:
         )
         self.series_ids: dict[tuple[int, str, str, str], int] = {}
         self.series_lock = threading.Lock()
+        self._maintain_lock = threading.Lock()
 
     @property
     def is_duckdb(self) -> bool:
@@ -47,9 +54,30 @@ class Database:
             yield conn
 
     @contextmanager
+    def maintain(self) -> Iterator[Connection]:
+        """One maintenance transaction (see the module docstring)."""
+        with self._maintain_lock, _translate_errors():
+            if self.is_duckdb:
+                with self.engine.begin() as conn:
+                    yield conn
+                return
+            engine = self.engine.execution_options(isolation_level="REPEATABLE READ")
+            with engine.begin() as conn:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('task:maintenance'))"))
+                yield conn
+
+    @contextmanager
     def read(self) -> Iterator[Connection]:
         with _translate_errors(), self.engine.connect() as conn:
             yield conn
+
+    def checkpoint(self) -> None:
+        """Write DuckDB's WAL into the file and reuse freed blocks (after large deletes), so
+        that the file's size says what the data holds. Nothing to do on PostgreSQL."""
+        if not self.is_duckdb:
+            return
+        with self._maintain_lock, self.engine.connect() as conn:
+            raw_duckdb(conn).execute("CHECKPOINT")
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -28,7 +28,7 @@ from server.domain.records import (
     WriteResult,
 )
 from server.errors import Forbidden, NotFound
-from server.storage import appends, notes, runs
+from server.storage import appends, heads, notes, runs
 from server.storage.db import Database
 
 MergeKey = tuple[str, str, str, int]  # (run id, source, actor, step)
@@ -56,6 +56,7 @@ class _Columns:
     series_ids: list[int] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
     bucket_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -175,6 +176,9 @@ def _write_records(
     new_keys = appends.step_records(
         conn, db, [(key, m.time, m.gpu, m.weight_version) for key, m in owners.items()]
     )
+    heads.update_actors(
+        conn, [(key, m.time, m.gpu) for key, m in owners.items() if key in new_keys]
+    )
     names: set[tuple[int, str, str, str]] = {
         (*key[:3], name) for part in keyed for key, m in part for name in m.metrics
     }
@@ -228,10 +232,16 @@ def _write_records(
                     )
                 )
         result.values = len(columns.values) - before
-    if columns.values:
-        appends.points(conn, db, columns.series_ids, columns.steps, columns.values)
-    if columns.bucket_rows:
-        appends.bucket_rows(conn, columns.bucket_rows)
+    _append(conn, db, columns)
+
+
+def _append(conn: Connection, db: Database, c: _Columns) -> None:
+    """What a group of batches stores: values (and their series' heads), bucket rows."""
+    if c.values:
+        appends.points(conn, db, c.series_ids, c.steps, c.values, c.times)
+        heads.update_series(conn, c.series_ids, c.steps, c.values, c.times)
+    if c.bucket_rows:
+        appends.bucket_rows(conn, c.bucket_rows)
 
 
 def _owners(
@@ -271,6 +281,7 @@ def _collect(
         columns.series_ids.extend(series_ids[(*base, name)] for name in fresh)
         columns.steps.extend(repeat(m.step, len(fresh)))
         columns.values.extend(fresh.values())
+        columns.times.extend(repeat(m.time, len(fresh)))
     else:
         for name, value in m.metrics.items():
             pair = (series_ids[(*base, name)], m.step)
@@ -281,6 +292,7 @@ def _collect(
             columns.series_ids.append(pair[0])
             columns.steps.append(m.step)
             columns.values.append(value)
+            columns.times.append(m.time)
             fresh[name] = value
     added = False
     for table in m.buckets:

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from server.domain.records import RunUpsert
 from server.errors import Conflict
+from server.storage import sql
 from server.storage import tables as t
 
 RUN_COLUMNS = (
@@ -31,6 +32,7 @@ RUN_COLUMNS = (
     t.runs.c.created_at,
     t.runs.c.last_seen,
     t.runs.c.last_step,
+    t.runs.c.raw_dropped_at,
 )
 """What a run summary needs; the config (often the largest column) is read only on demand."""
 
@@ -177,17 +179,17 @@ def configs(conn: Connection, run_ids: Sequence[str]) -> list[Any]:
     if not run_ids:
         return []
     r = t.runs.c
-    query = sa.select(r.id, r.name, r.project, r.config).where(r.id.in_(list(run_ids)))
+    query = sa.select(r.pk, r.id, r.name, r.project, r.config).where(r.id.in_(list(run_ids)))
     return list(conn.execute(query).all())
 
 
 def gpus(conn: Connection, run_pks: Sequence[int]) -> dict[int, list[str]]:
-    """The GPU types each run's records name."""
+    """The GPU types each run's actors reported, from the actor segments."""
     if not run_pks:
         return {}
-    s = t.step_records.c
+    a = t.actors.c
     found = conn.execute(
-        sa.select(s.run_pk, s.gpu).where(s.run_pk.in_(list(run_pks)), s.gpu.is_not(None)).distinct()
+        sa.select(a.run_pk, a.gpu).where(a.run_pk.in_(list(run_pks)), a.gpu.is_not(None)).distinct()
     ).all()
     out: dict[int, list[str]] = {}
     for run_pk, gpu in found:
@@ -196,20 +198,28 @@ def gpus(conn: Connection, run_pks: Sequence[int]) -> dict[int, list[str]]:
 
 
 def actors(conn: Connection, run_pk: int) -> list[Any]:
-    s = t.step_records.c
+    """Each actor of a run: its GPU (the latest segment's), first and last step, step count."""
+    a = t.actors.c
     query = (
         sa.select(
-            s.source,
-            s.actor,
-            sa.func.max(s.gpu).label("gpu"),
-            sa.func.min(s.step).label("first_step"),
-            sa.func.max(s.step).label("last_step"),
-            sa.func.count().label("steps"),
+            a.source,
+            a.actor,
+            sql.last_value(conn.dialect.name, a.gpu, a.seq, sa.String()).label("gpu"),
+            sa.func.min(a.first_step).label("first_step"),
+            sa.func.max(a.last_step).label("last_step"),
+            sa.func.sum(a.steps).label("steps"),
         )
-        .where(s.run_pk == run_pk)
-        .group_by(s.source, s.actor)
-        .order_by(s.source, s.actor)
+        .where(a.run_pk == run_pk)
+        .group_by(a.source, a.actor)
+        .order_by(a.source, a.actor)
     )
+    return list(conn.execute(query).all())
+
+
+def segments(conn: Connection, run_pk: int) -> list[Any]:
+    """The run's GPU segments, per actor, in step order (a resume on other hardware is two)."""
+    a = t.actors.c
+    query = sa.select(t.actors).where(a.run_pk == run_pk).order_by(a.source, a.actor, a.seq)
     return list(conn.execute(query).all())
 
 

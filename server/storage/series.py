@@ -1,36 +1,40 @@
-"""Series reads: which series a run has, their latest values, and downsampled step buckets.
+"""Series reads: which series a run has, their heads, and downsampled step buckets.
 
-Downsampling is step-bucketed in SQL: `max_points` blocks of equal step width, each with
-min/max/mean over its finite values, the value at its last step, and counts of NaN, +Inf and
--Inf — so a one-step spike always survives in its block's max and a non-finite value in its
-counts. (The same arithmetic, written independently in NumPy, is the reference in the tests.)
+A downsampled read of [lo, hi] into at most `max_points` buckets has buckets of W' steps,
+aligned to multiples of W' from step 0 (so a live view's buckets do not shift as steps arrive).
+W' is a multiple of a rollup level's block width (8, 64, … 8⁶) whenever the range is wide
+enough, so that each bucket is a whole number of rollup blocks and the read costs about as many
+rows as it draws; values still in the hot table join their buckets raw. Every bucket carries
+min/max/mean over its finite values, the value at its last step and the counts of NaN and ±Inf,
+so a one-step spike survives in its bucket's max and a non-finite value in its counts — and the
+result is the one a full scan of the raw values would give (the tests hold it to an independent
+NumPy computation). Only a range narrower than 8 × `max_points` steps reads raw values.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ColumnElement
 
 from server.storage import sql
 from server.storage import tables as t
-
-LATEST_WINDOW_STEPS = 10_000
+from server.storage.compaction import LEVELS, width
 
 
 @dataclass(frozen=True)
 class SeriesResult:
-    """Blocks of one series as plain tuples (thousands per query: a model per block would cost
-    more than the query), in the order of `BLOCK_FIELDS`."""
+    """Buckets of one series as plain tuples in the order of `BLOCK_FIELDS` (thousands per
+    query: a model per bucket would cost more than the query)."""
 
     total_points: int
     width: int
     blocks: list[tuple[Any, ...]]
-    times: dict[int, float]
+    rollup_only: bool = False  # drawn from rollups because retention dropped the raw values
 
 
 BLOCK_FIELDS = (
@@ -44,52 +48,66 @@ BLOCK_FIELDS = (
     "nan",
     "pos_inf",
     "neg_inf",
+    "time",
 )
 
-EMPTY = SeriesResult(0, 1, [], {})
+EMPTY = SeriesResult(0, 1, [])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to read [lo, hi]: bucket width, and the rollup level whose blocks tile a bucket."""
+
+    lo: int
+    hi: int
+    bucket: int  # W', steps per bucket
+    level: int  # 0: raw values
+    rollup_only: bool = False
+
+
+def plan(lo: int, hi: int, max_points: int, *, raw_dropped_until: int | None = None) -> Plan:
+    """The bucket width and rollup level for a read of [lo, hi] (see the module docstring)."""
+    needed = max(1, math.ceil((hi - lo + 1) / max_points))
+    level = max((lv for lv in LEVELS if width(lv) <= needed), default=0)
+    rollup_only = False
+    if level == 0 and raw_dropped_until is not None and raw_dropped_until >= lo:
+        level, rollup_only = 1, True  # the raw values are gone; their 8-step blocks are not
+    w = width(level)
+    return Plan(lo, hi, math.ceil(needed / w) * w, level, rollup_only)
+
+
+def heads(conn: Connection, sids: Sequence[int]) -> list[Any]:
+    s = t.series.c
+    query = sa.select(
+        s.id, s.metric_id, s.points, s.first_step, s.last_step, s.raw_dropped_until
+    ).where(s.id.in_(list(sids)))
+    return list(conn.execute(query).all())
 
 
 def latest_values(
-    conn: Connection, dialect: str, runs: Sequence[Any], metrics: Sequence[str]
-) -> dict[int, dict[str, tuple[str, float]]]:
-    """Value at the largest step of each (run, metric, source), looking back a bounded window."""
-    if not runs or not metrics:
+    conn: Connection, run_pks: Sequence[int], metrics: Sequence[str]
+) -> dict[int, dict[str, float]]:
+    """The value at the last step of each metric of each run, from the series heads: the
+    trainer's when it has one, else the actor that reported last."""
+    if not run_pks or not metrics:
         return {}
-    p, s = t.points.c, t.series.c
-    out: dict[int, dict[str, tuple[str, float]]] = {}
-    for run in runs:
-        if run.last_step is None:
-            continue
-        query = (
-            sa.select(s.metric, s.source, sql.last_value(dialect, p.value, p.step).label("value"))
-            .select_from(t.points.join(t.series, t.series.c.id == p.series_id))
-            .where(
-                s.run_pk == run.pk,
-                s.metric.in_(list(metrics)),
-                p.step >= run.last_step - LATEST_WINDOW_STEPS,
-            )
-            .group_by(s.metric, s.source)
-        )
-        values: dict[str, tuple[str, float]] = {}
-        for row in conn.execute(query):
-            if row.metric not in values or row.source == "trainer":
-                values[row.metric] = (row.source, float(row.value))
-        out[run.pk] = values
+    s = t.series.c
+    query = (
+        sa.select(s.run_pk, s.metric, s.source, s.last_step, s.last_value)
+        .where(s.run_pk.in_(list(run_pks)), s.metric.in_(list(metrics)), s.points > 0)
+        .order_by(s.run_pk, s.metric, (s.source == "trainer").desc(), s.last_step.desc())
+    )
+    out: dict[int, dict[str, float]] = {}
+    for row in conn.execute(query):
+        out.setdefault(row.run_pk, {}).setdefault(row.metric, float(row.last_value))
     return out
 
 
 def metric_rows(conn: Connection, run_pk: int) -> list[Any]:
-    """Every series of a run with its point count."""
-    s, p = t.series.c, t.points.c
-    counts = (
-        sa.select(p.series_id, sa.func.count().label("n"))
-        .where(p.series_id.in_(sa.select(s.id).where(s.run_pk == run_pk)))
-        .group_by(p.series_id)
-        .subquery()
-    )
+    """Every series of a run with its point count, from the heads."""
+    s = t.series.c
     query = (
-        sa.select(s.metric, s.source, s.actor, sa.func.coalesce(counts.c.n, 0).label("points"))
-        .select_from(t.series.outerjoin(counts, counts.c.series_id == s.id))
+        sa.select(s.metric, s.source, s.actor, s.points)
         .where(s.run_pk == run_pk)
         .order_by(s.metric, s.source, s.actor)
     )
@@ -122,53 +140,106 @@ def blocks(
     step_max: int | None,
     max_points: int,
 ) -> SeriesResult:
-    p = t.points.c
-    where: list[ColumnElement[bool]] = [p.series_id.in_(list(sids))]
-    if step_min is not None:
-        where.append(p.step >= step_min)
-    if step_max is not None:
-        where.append(p.step <= step_max)
-    span = conn.execute(
-        sa.select(
-            sa.func.min(p.step).label("lo"),
-            sa.func.max(p.step).label("hi"),
-            sa.func.count().label("n"),
-        ).where(*where)
-    ).one()
-    if not span.n:
+    found = [h for h in heads(conn, sids) if h.points]
+    if not found:
         return EMPTY
-    width = sql.block_width(span.lo, span.hi, max_points)
-    query = (
-        sa.select(
-            sa.func.min(p.step),
-            sa.func.max(p.step),
-            sa.func.min(sql.finite_or_null(p.value)),
-            sa.func.max(sql.finite_or_null(p.value)),
-            sa.func.avg(sql.finite_or_null(p.value)),
-            sql.last_value(dialect, p.value, p.step),
-            sa.func.count(),
-            sql.count_where(sql.is_nan(p.value)),
-            sql.count_where(p.value == sql.INF),
-            sql.count_where(p.value == -sql.INF),
-        )
-        .where(*where)
-        .group_by(sql.step_block(p.step, span.lo, width))
-        .order_by(sa.func.min(p.step))
+    lo = max(step_min if step_min is not None else -1, min(h.first_step for h in found))
+    hi = min(step_max if step_max is not None else 2**62, max(h.last_step for h in found))
+    if lo > hi:
+        return EMPTY
+    dropped = max(
+        (h.raw_dropped_until for h in found if h.raw_dropped_until is not None), default=None
     )
-    rows = sql.fetch_all(conn, query)
-    times = _block_times(conn, run_pk, source, span.lo, span.hi, width)
-    return SeriesResult(int(span.n), width, rows, times)
+    p = plan(lo, hi, max_points, raw_dropped_until=dropped)
+    params = {
+        "sids": list(sids),
+        "metric_ids": sorted({h.metric_id for h in found}),
+        "lo": lo,
+        "hi": hi,
+        "bucket": p.bucket,
+    }
+    if p.level == 0:
+        rows = _raw_buckets(conn, dialect, params)
+        times = block_times(conn, run_pk, source, lo, hi, p.bucket)
+        rows = [(*r[:-1], times.get(int(r[1]))) for r in rows]
+    else:
+        w = width(p.level)
+        params |= {"level": p.level, "w": w, "block_lo": lo // w, "block_hi": hi // w}
+        rows = _rollup_buckets(conn, dialect, params)
+    total = sum(int(r[6]) for r in rows)
+    return SeriesResult(total, p.bucket, rows, p.rollup_only)
 
 
-def _block_times(
-    conn: Connection, run_pk: int, source: str | None, lo: int, hi: int, width: int
+def _agg(dialect: str) -> str:
+    """Merge partial buckets (rollup rows, or single raw values) into the buckets returned."""
+    last = sql.last_value_text(dialect, "last_value", "last_step")
+    last_time = sql.last_value_text(dialect, "last_time", "last_step")
+    return (
+        "SELECT min(step_lo), max(step_hi), min(vmin), max(vmax), "
+        "sum(vsum) / nullif(sum(finite), 0), "
+        f"{last}, sum(total), sum(nan), sum(pos_inf), sum(neg_inf), {last_time} "
+        "FROM parts GROUP BY b ORDER BY min(step_lo)"
+    )
+
+
+def _raw_part(table: str, bucket: str, time: str) -> str:
+    """Single values as partial buckets (the same columns a rollup row has)."""
+    fin = "value > '-Infinity'::DOUBLE PRECISION AND value < 'Infinity'::DOUBLE PRECISION"
+    return (
+        f"SELECT floor(step / {bucket}) AS b, step AS step_lo, step AS step_hi, "
+        f"CASE WHEN {fin} THEN value END AS vmin, CASE WHEN {fin} THEN value END AS vmax, "
+        f"CASE WHEN {fin} THEN value ELSE 0 END AS vsum, CASE WHEN {fin} THEN 1 ELSE 0 END "
+        "AS finite, 1 AS total, step AS last_step, value AS last_value, "
+        f"{time} AS last_time, "
+        "CASE WHEN value > 'Infinity'::DOUBLE PRECISION THEN 1 ELSE 0 END AS nan, "
+        "CASE WHEN value = 'Infinity'::DOUBLE PRECISION THEN 1 ELSE 0 END AS pos_inf, "
+        "CASE WHEN value = '-Infinity'::DOUBLE PRECISION THEN 1 ELSE 0 END AS neg_inf "
+        f"FROM {table}"
+    )
+
+
+def _raw_buckets(conn: Connection, dialect: str, params: dict[str, Any]) -> list[Any]:
+    where = "series_id IN :sids AND step BETWEEN :lo AND :hi"
+    query = sql.text(
+        f"WITH parts AS ({_raw_part('points', ':bucket', 'NULL')} "
+        f"WHERE metric_id IN :metric_ids AND {where} "
+        f"UNION ALL {_raw_part('points_hot', ':bucket', 'time')} WHERE {where}) {_agg(dialect)}",
+        "sids",
+        "metric_ids",
+    )
+    return sql.fetch_text(conn, query, params)
+
+
+def _rollup_buckets(conn: Connection, dialect: str, params: dict[str, Any]) -> list[Any]:
+    """Rollup blocks that overlap [lo, hi] (a bucket at the edge keeps its whole blocks) and
+    the hot values of those blocks."""
+    columns = (
+        "step_lo, step_hi, vmin, vmax, vsum, finite, total, last_step, last_value, last_time, "
+        "nan, pos_inf, neg_inf"
+    )
+    query = sql.text(
+        f"WITH parts AS (SELECT floor(block * :w / :bucket) AS b, {columns} FROM rollups "
+        "WHERE metric_id IN :metric_ids AND series_id IN :sids AND level = :level "
+        "AND block BETWEEN :block_lo AND :block_hi "
+        f"UNION ALL {_raw_part('points_hot', ':bucket', 'time')} WHERE series_id IN :sids "
+        "AND step BETWEEN :block_lo * :w AND (:block_hi + 1) * :w - 1) "
+        f"{_agg(dialect)}",
+        "sids",
+        "metric_ids",
+    )
+    return sql.fetch_text(conn, query, params)
+
+
+def block_times(
+    conn: Connection, run_pk: int, source: str | None, lo: int, hi: int, bucket: int
 ) -> dict[int, float]:
-    """Wall time of the last step of each step block (keyed by that step), in one grouped query."""
+    """Wall time of the last step of each bucket (keyed by that step), from the step records:
+    the raw path's times (rollups carry their own)."""
     s = t.step_records.c
     query = sa.select(sa.func.max(s.step), sa.func.max(s.time)).where(
         s.run_pk == run_pk, s.step.between(lo, hi)
     )
     if source is not None:
         query = query.where(s.source == source)
-    grouped = query.group_by(sql.step_block(s.step, lo, width))
+    grouped = query.group_by(sa.func.floor(s.step / sa.cast(bucket, sa.Float(53))))
     return {int(step): float(tm) for step, tm in sql.fetch_all(conn, grouped)}

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
@@ -37,7 +38,10 @@ def finite_or_null(value: ColumnElement[Any]) -> ColumnElement[Any]:
 
 
 def last_value(
-    dialect: str, value: ColumnElement[Any], step: ColumnElement[Any]
+    dialect: str,
+    value: ColumnElement[Any],
+    step: ColumnElement[Any],
+    type_: Any = None,
 ) -> ColumnElement[Any]:
     """The value at the largest step of a group.
 
@@ -49,8 +53,48 @@ def last_value(
         return sa.func.arg_max(value, step)
     return sa.type_coerce(
         sa.func.array_agg(sa.literal_column(f"{value} ORDER BY {step} DESC")),
-        sa.ARRAY(sa.Float(53)),
+        sa.ARRAY(type_ if type_ is not None else sa.Float(53)),
     )[1]
+
+
+def json_has_key(dialect: str, document: ColumnElement[Any], key: str) -> ColumnElement[bool]:
+    """The JSON object stored as text in `document` has `key` (any characters)."""
+    if dialect == "duckdb":
+        return sa.func.json_exists(document, json_pointer(key))
+    return sa.func.jsonb_exists(sa.cast(document, JSONB), key)
+
+
+def json_text_at(dialect: str, document: ColumnElement[Any], key: str) -> ColumnElement[Any]:
+    """The string at `key` of the JSON object stored as text in `document`."""
+    if dialect == "duckdb":
+        return sa.func.json_extract_string(document, json_pointer(key))
+    return sa.cast(document, JSONB).op("->>")(key)
+
+
+def json_array_has(dialect: str, document: ColumnElement[Any], item: str) -> ColumnElement[bool]:
+    """The JSON array of strings stored as text in `document` holds `item`."""
+    if dialect == "duckdb":
+        return sa.func.list_contains(sa.func.from_json(document, '["VARCHAR"]'), item)
+    return sa.func.jsonb_exists(sa.cast(document, JSONB), item)
+
+
+def json_pointer(key: str) -> str:
+    """A JSON Pointer to a top-level key (RFC 6901: `~` and `/` escaped), so a key of any
+    characters addresses exactly that key."""
+    return "/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def like_pattern(text: str) -> str:
+    """A LIKE pattern matching `text` anywhere, its own `%`, `_` and `\\` taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def last_value_text(dialect: str, value: str, step: str) -> str:
+    """`last_value` as SQL text, for statements written as text (compaction)."""
+    if dialect == "duckdb":
+        return f"arg_max({value}, {step})"
+    return f"(array_agg({value} ORDER BY {step} DESC))[1]"
 
 
 def quantiles(dialect: str, value: ColumnElement[Any], qs: tuple[float, ...]) -> ColumnElement[Any]:
@@ -74,7 +118,30 @@ def block_width(lo: int, hi: int, max_blocks: int) -> int:
     return max(1, math.ceil((hi - lo + 1) / max_blocks))
 
 
-def fetch_all(conn: Connection, query: sa.Select[Any]) -> list[tuple[Any, ...]]:
+def quantiles_text(dialect: str, value: str, qs: tuple[float, ...]) -> str:
+    """`quantiles` as SQL text (NULLs are left out)."""
+    if dialect == "duckdb":
+        return f"quantile_cont({value}, [{', '.join(map(str, qs))}])"
+    return f"percentile_cont(ARRAY[{', '.join(map(str, qs))}]) WITHIN GROUP (ORDER BY {value})"
+
+
+def text(statement: str, *lists: str) -> sa.TextClause:
+    """A textual statement whose parameters named in `lists` (those it uses) take a list of
+    values, for `IN :name`."""
+    clause = sa.text(statement)
+    present = clause._bindparams
+    return clause.bindparams(*(sa.bindparam(n, expanding=True) for n in lists if n in present))
+
+
+def fetch_text(
+    conn: Connection, query: sa.TextClause, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """`fetch_all` for a statement written as text, with the parameters it names."""
+    named = query._bindparams  # the text's own parameter names
+    return fetch_all(conn, query.bindparams(**{k: v for k, v in params.items() if k in named}))
+
+
+def fetch_all(conn: Connection, query: sa.Select[Any] | sa.TextClause) -> list[tuple[Any, ...]]:
     """Rows of an aggregate query as plain tuples.
 
     On DuckDB the compiled SQL runs on the driver connection directly: SQLAlchemy's per-row

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from server.alarms import tables as t
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.outbound import TargetPolicy
 from server.alarms.store import AlarmStore, OutboxMessage
 from server.domain.alarms import Receiver
+from server.storage import alarm_tables as t
 from server.storage.db import Database
 from tests.alarms.test_webhooks import Receiver as LocalReceiver
 

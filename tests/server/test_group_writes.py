@@ -46,7 +46,9 @@ def _stored(db: Database, run_id: str) -> list[tuple[Any, ...]]:
     with db.read() as conn:
         points = conn.execute(
             sa.text(
-                "SELECT s.metric, p.step, p.value FROM points p "
+                "SELECT s.metric, p.step, p.value FROM "
+                "(SELECT series_id, step, value FROM points_hot UNION ALL "
+                "SELECT series_id, step, value FROM points) AS p "
                 "JOIN series s ON s.id = p.series_id JOIN runs r ON r.pk = s.run_pk "
                 "WHERE r.id = :run ORDER BY 1, 2"
             ),
@@ -54,7 +56,8 @@ def _stored(db: Database, run_id: str) -> list[tuple[Any, ...]]:
         ).all()
         buckets = conn.execute(
             sa.text(
-                "SELECT count(*) FROM bucket_rows b JOIN runs r ON r.pk = b.run_pk "
+                "SELECT count(*) FROM (SELECT run_pk FROM bucket_hot UNION ALL "
+                "SELECT run_pk FROM bucket_rows) AS b JOIN runs r ON r.pk = b.run_pk "
                 "WHERE r.id = :run"
             ),
             {"run": run_id},

@@ -88,7 +88,7 @@ def test_batch_with_one_invalid_record_stores_nothing(server: Any) -> None:
     assert "records.7.step" in response.json()["detail"]
     assert server.get("/api/v1/runs/r4").status_code == 404
     runs = server.query("/api/v1/runs")
-    assert runs == {"data": [], "count": 0}
+    assert runs == {"data": [], "count": 0, "total": 0, "next_cursor": None}
 
 
 def test_unknown_run_without_upsert_is_404_with_a_hint(server: Any) -> None:
@@ -151,10 +151,11 @@ def test_buckets_round_trip_and_add_up(server: Any) -> None:
     total = server.query("/api/v1/runs/b1/buckets")["data"]
     assert len(total) == 7
     assert [row["tokens"] for row in total] == [80.0, 160.0, 240.0, 320.0, 400.0, 480.0, 560.0]
-    assert total[0]["steps"] == 4 and total[0]["actors"] == 2
+    assert total[0]["steps"] == 8 and total[0]["actors"] == 2  # 4 steps of 2 actors
     by_gpu = server.query("/api/v1/runs/b1/buckets?group_by=gpu&step_min=1&step_max=2")["data"]
     assert {row["group"] for row in by_gpu} == {"NVIDIA H20", "NVIDIA A100"}
     assert sum(row["tokens"] for row in by_gpu if row["lo"] == 0.0) == 40.0
+    assert {row["steps"] for row in by_gpu} == {2}
     # A re-sent bucket table adds nothing.
     server.post("/api/v1/ingest", {"records": records})
     assert server.query("/api/v1/runs/b1/buckets")["data"][0]["tokens"] == 80.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-import server.alarms.tables  # noqa: F401 - registers the alarm tables
+import server.storage.alarm_tables  # noqa: F401 - registers the alarm tables
 from server.storage import migrate
 from server.storage.db import Database
 from server.storage.tables import metadata

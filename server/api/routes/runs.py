@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from server.api.deps import QueryDep, ReaderDep
+from server.domain.names import RunSort as Sort
 from server.errors import Rejected
 from server.schemas.query import (
     BucketRowOut,
@@ -15,7 +16,7 @@ from server.schemas.query import (
     ListOut,
     MetricOut,
     RunDetailOut,
-    RunSummaryOut,
+    RunPageOut,
     SeriesOut,
 )
 
@@ -34,28 +35,57 @@ def list_projects(query: QueryDep, principal: ReaderDep) -> ListOut[str]:
     return ListOut(data=data, count=len(data))
 
 
-@router.get("/runs", response_model=ListOut[RunSummaryOut])
+@router.get("/runs", response_model=RunPageOut)
 def list_runs(
     query: QueryDep,
     principal: ReaderDep,
     project: Annotated[str | None, Query(max_length=128)] = None,
-    label: Annotated[str | None, Query(max_length=300, description="KEY or KEY=VALUE")] = None,
+    label: Annotated[
+        str | None,
+        Query(max_length=300, description="KEY (present), KEY=VALUE, or KEY= (empty value)"),
+    ] = None,
     tag: Annotated[str | None, Query(max_length=100)] = None,
     text: Annotated[
         str | None, Query(max_length=200, description="Substring of name or id")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
-) -> ListOut[RunSummaryOut]:
-    """Runs sorted by last activity, newest first."""
-    data = query.list_runs(
+    sort: Annotated[Sort, Query(description="activity | created | name | k3 | alarms")] = (
+        "activity"
+    ),
+    order: Literal["desc", "asc"] = "desc",
+    cursor: Annotated[
+        str | None, Query(max_length=1000, description="`next_cursor` of the previous page")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 50,
+) -> RunPageOut:
+    """A page of runs, most recently active first unless sorted otherwise; `next_cursor`
+    continues in the same order (runs that arrive meanwhile do not shift the pages)."""
+    return query.runs_page(
         project=project,
         label=label,
         tag=tag,
         text=text,
+        sort=sort,
+        descending=order == "desc",
+        cursor=cursor,
         limit=limit,
         projects=principal.readable_projects(),
     )
-    return ListOut(data=data, count=len(data))
+
+
+@router.get("/trends", response_model=dict[str, list[float]])
+def get_trends(
+    query: QueryDep,
+    principal: ReaderDep,
+    runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
+    metric: Name = "k3_kl",
+    points: Annotated[int, Query(ge=2, le=500)] = 30,
+) -> dict[str, list[float]]:
+    """Each run's metric in about `points` buckets (mean of each bucket's finite values): the
+    trend column of a runs table, for a page of runs in one read."""
+    ids = _run_list(runs)
+    if len(ids) > 500:
+        raise Rejected("at most 500 runs at once")
+    return query.trends(ids, metric=metric, points=points, projects=principal.readable_projects())
 
 
 @router.get("/runs/{run_id}", response_model=RunDetailOut)

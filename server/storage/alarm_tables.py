@@ -1,4 +1,4 @@
-"""Alarm tables, on the storage layer's metadata (migration 0002 builds them)."""
+"""Alarm tables (migration 0002 builds them): rules, receivers, silences, states, alerts, outbox."""
 
 from __future__ import annotations
 

@@ -1,0 +1,173 @@
+"""Heads kept at ingest: per series (count, first and last step, last value and time, counts of
+NaN and ±Inf) and per actor (contiguous GPU segments), so that run summaries, the runs list and
+`/metrics` never read values or step records.
+
+Both are updated from what a group of batches newly stored, in the group's transaction: a head
+is exactly what a full scan of the stored values would compute (a test keeps that true).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from server.domain.records import RecordKey
+from server.storage import tables as t
+
+_SERIES_HEADS = sa.text(
+    "UPDATE series SET points = series.points + v.n, "
+    "first_step = CASE WHEN series.first_step IS NULL OR v.first_step < series.first_step "
+    "  THEN v.first_step ELSE series.first_step END, "
+    "first_time = CASE WHEN series.first_time IS NULL OR v.first_time < series.first_time "
+    "  THEN v.first_time ELSE series.first_time END, "
+    "last_value = CASE WHEN series.last_step IS NULL OR v.last_step > series.last_step "
+    "  THEN v.last_value ELSE series.last_value END, "
+    "last_step = CASE WHEN series.last_step IS NULL OR v.last_step > series.last_step "
+    "  THEN v.last_step ELSE series.last_step END, "
+    "last_time = CASE WHEN series.last_time IS NULL OR v.last_time > series.last_time "
+    "  THEN v.last_time ELSE series.last_time END, "
+    "nan = series.nan + v.nan, pos_inf = series.pos_inf + v.pos_inf, "
+    "neg_inf = series.neg_inf + v.neg_inf "
+    "FROM (SELECT unnest(CAST(:ids AS BIGINT[])) AS id, unnest(CAST(:n AS BIGINT[])) AS n, "
+    "unnest(CAST(:first_step AS BIGINT[])) AS first_step, "
+    "unnest(CAST(:last_step AS BIGINT[])) AS last_step, "
+    "unnest(CAST(:last_value AS DOUBLE PRECISION[])) AS last_value, "
+    "unnest(CAST(:first_time AS DOUBLE PRECISION[])) AS first_time, "
+    "unnest(CAST(:last_time AS DOUBLE PRECISION[])) AS last_time, "
+    "unnest(CAST(:nan AS BIGINT[])) AS nan, unnest(CAST(:pos_inf AS BIGINT[])) AS pos_inf, "
+    "unnest(CAST(:neg_inf AS BIGINT[])) AS neg_inf) AS v WHERE series.id = v.id"
+)
+
+
+def update_series(
+    conn: Connection,
+    sids: Sequence[int],
+    steps: Sequence[int],
+    values: Sequence[float],
+    times: Sequence[float],
+) -> None:
+    """Fold newly stored values into their series' heads, in one statement."""
+    if not sids:
+        return
+    sid = np.asarray(sids, dtype=np.int64)
+    step = np.asarray(steps, dtype=np.int64)
+    value = np.asarray(values, dtype=np.float64)
+    when = np.asarray(times, dtype=np.float64)
+    order = np.lexsort((step, sid))  # by series, then step: each series' last is its last row
+    sid, step, value, when = sid[order], step[order], value[order], when[order]
+    ids, first, counts = np.unique(sid, return_index=True, return_counts=True)
+    last = first + counts - 1
+
+    def per_series(flags: Any) -> list[int]:
+        return [int(x) for x in np.add.reduceat(flags.astype(np.int64), first)]
+
+    params = {
+        "ids": ids.tolist(),
+        "n": counts.tolist(),
+        "first_step": step[first].tolist(),
+        "last_step": step[last].tolist(),
+        "last_value": value[last].tolist(),
+        "first_time": np.minimum.reduceat(when, first).tolist(),
+        "last_time": np.maximum.reduceat(when, first).tolist(),
+        "nan": per_series(np.isnan(value)),
+        "pos_inf": per_series(value == np.inf),
+        "neg_inf": per_series(value == -np.inf),
+    }
+    conn.execute(_SERIES_HEADS, params)
+
+
+@dataclass
+class _Segment:
+    seq: int
+    gpu: str | None
+    first_step: int
+    last_step: int
+    steps: int
+    first_time: float
+    last_time: float
+    stored: bool  # already a row (update it) or new (insert it)
+
+
+def update_actors(conn: Connection, records: Sequence[tuple[RecordKey, float, str | None]]) -> None:
+    """Fold newly stored step records (key, time, GPU) into their actors' GPU segments.
+
+    A new segment starts where a known GPU name differs from the last known one; a record with
+    no GPU name continues the segment it falls in (and names it, if it had no name yet)."""
+    by_actor: dict[tuple[int, str, str], list[tuple[int, float, str | None]]] = {}
+    for (run_pk, source, actor, step), time, gpu in records:
+        by_actor.setdefault((run_pk, source, actor), []).append((step, time, gpu))
+    if not by_actor:
+        return
+    current = _last_segments(conn, list(by_actor))
+    changed: list[tuple[tuple[int, str, str], _Segment]] = []
+    for key, rows in by_actor.items():
+        seg = current.get(key)
+        for step, time, gpu in sorted(rows):
+            if seg is None or (gpu is not None and seg.gpu is not None and gpu != seg.gpu):
+                if seg is not None:
+                    changed.append((key, seg))
+                seg = _Segment(
+                    0 if seg is None else seg.seq + 1, gpu, step, step, 0, time, time, stored=False
+                )
+            seg.gpu = seg.gpu or gpu
+            seg.first_step, seg.last_step = min(seg.first_step, step), max(seg.last_step, step)
+            seg.first_time, seg.last_time = min(seg.first_time, time), max(seg.last_time, time)
+            seg.steps += 1
+        if seg is not None:
+            changed.append((key, seg))
+    _write_segments(conn, changed)
+
+
+def _last_segments(
+    conn: Connection, keys: list[tuple[int, str, str]]
+) -> dict[tuple[int, str, str], _Segment]:
+    a = t.actors.c
+    rows = conn.execute(
+        sa.select(t.actors).where(a.run_pk.in_(sorted({k[0] for k in keys}))).order_by(a.seq)
+    ).all()
+    wanted = set(keys)
+    out: dict[tuple[int, str, str], _Segment] = {}
+    for r in rows:
+        key = (r.run_pk, r.source, r.actor)
+        if key in wanted:  # the highest seq wins: rows come ordered by it
+            out[key] = _Segment(
+                r.seq,
+                r.gpu,
+                r.first_step,
+                r.last_step,
+                r.steps,
+                r.first_time,
+                r.last_time,
+                stored=True,
+            )
+    return out
+
+
+def _write_segments(conn: Connection, changed: list[tuple[tuple[int, str, str], _Segment]]) -> None:
+    a = t.actors.c
+    for (run_pk, source, actor), seg in changed:
+        values = {
+            "gpu": seg.gpu,
+            "first_step": seg.first_step,
+            "last_step": seg.last_step,
+            "steps": seg.steps,
+            "first_time": seg.first_time,
+            "last_time": seg.last_time,
+        }
+        if seg.stored:
+            conn.execute(
+                sa.update(t.actors)
+                .where(a.run_pk == run_pk, a.source == source, a.actor == actor, a.seq == seg.seq)
+                .values(**values)
+            )
+        else:
+            conn.execute(
+                sa.insert(t.actors).values(
+                    run_pk=run_pk, source=source, actor=actor, seq=seg.seq, **values
+                )
+            )

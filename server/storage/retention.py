@@ -1,0 +1,106 @@
+"""Retention: the raw values of runs that ended long ago go; what draws them stays.
+
+A run is past the horizon when its last activity is older than it (a run that has not reported
+for that long is over, whatever status it last claimed). Its raw values and raw bucket rows are
+deleted; its rollups, bucket block sums, heads, step records, annotations and alerts stay, so
+its charts, overlays and post-mortems still draw — from rollups, which a series read then says.
+Each run is dropped in its own transaction: a long retention never holds ingest up for long.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from server.storage import compaction
+from server.storage import tables as t
+from server.storage.db import Database
+
+
+@dataclass
+class RetentionResult:
+    runs: list[str] = field(default_factory=list)
+    values: int = 0
+    bucket_rows: int = 0
+    bytes_before: int | None = None
+    bytes_after: int | None = None
+
+
+def due(
+    db: Database, *, older_than_s: float, project: str | None, now: float
+) -> list[tuple[int, str]]:
+    """(pk, id) of the runs past the horizon whose raw values are still stored."""
+    r = t.runs.c
+    query = sa.select(r.pk, r.id).where(
+        sa.func.coalesce(r.last_seen, r.created_at) < now - older_than_s,
+        r.raw_dropped_at.is_(None),
+    )
+    if project is not None:
+        query = query.where(r.project == project)
+    with db.read() as conn:
+        return [(row.pk, row.id) for row in conn.execute(query.order_by(r.pk))]
+
+
+def drop_raw(
+    db: Database,
+    *,
+    older_than_s: float,
+    project: str | None = None,
+    now: float | None = None,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> RetentionResult:
+    """Drop the raw values of the runs past the horizon (see the module docstring)."""
+    now = time.time() if now is None else now
+    result = RetentionResult(bytes_before=disk_bytes(db))
+    compaction.compact_all(db)  # nothing of theirs may stay behind in the hot tables
+    runs = due(db, older_than_s=older_than_s, project=project, now=now)
+    for done, (pk, run_id) in enumerate(runs, start=1):
+        if not dry_run:
+            values, buckets = _drop_run(db, pk, now)
+            result.values += values
+            result.bucket_rows += buckets
+        result.runs.append(run_id)
+        if progress is not None:
+            progress(done, len(runs))
+    if not dry_run and runs:
+        db.checkpoint()
+    result.bytes_after = disk_bytes(db)
+    return result
+
+
+def _drop_run(db: Database, run_pk: int, now: float) -> tuple[int, int]:
+    s = t.series.c
+    with db.write() as conn:
+        sids = [r.id for r in conn.execute(sa.select(s.id).where(s.run_pk == run_pk))]
+        values = 0
+        if sids:
+            values = conn.execute(
+                sa.delete(t.points).where(t.points.c.series_id.in_(sids))
+            ).rowcount
+        buckets = conn.execute(
+            sa.delete(t.bucket_rows).where(t.bucket_rows.c.run_pk == run_pk)
+        ).rowcount
+        conn.execute(
+            sa.update(t.series).where(s.run_pk == run_pk).values(raw_dropped_until=s.last_step)
+        )
+        conn.execute(sa.update(t.runs).where(t.runs.c.pk == run_pk).values(raw_dropped_at=now))
+    return int(values or 0), int(buckets or 0)
+
+
+def disk_bytes(db: Database) -> int | None:
+    """The database's size on disk: the DuckDB file (and its WAL), or PostgreSQL's database."""
+    if db.is_duckdb:
+        path = db.url.removeprefix("duckdb:///")
+        if path.endswith(":memory:"):
+            return None
+        return sum(os.path.getsize(p) for p in (path, f"{path}.wal") if Path(p).exists())
+    with db.read() as conn:
+        return int(
+            conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar_one()
+        )

@@ -1,0 +1,193 @@
+"""The runs list, a page at a time: filters, sorting and counting in SQL.
+
+Each run row comes with what its summary needs and nothing read from values: its latest vllm-kl
+from the series heads, its firing alerts counted from the alert table. Pages are keyed by the
+last row's sort key and pk (keyset pagination, not offsets): a run that arrives while a user
+pages sorts before the first page's cursor and shifts nothing, so every run present when the
+paging began is returned exactly once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ColumnElement
+
+from server.domain.labels import LabelFilter
+from server.domain.metrics import HEADLINE
+from server.domain.names import RUN_SORTS, RunSort
+from server.errors import Rejected
+from server.storage import alarm_tables, sql
+from server.storage import tables as t
+from server.storage.runs import RUN_COLUMNS
+
+Sort = RunSort
+SORTS = RUN_SORTS
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    project: str | None = None
+    projects: Sequence[str] | None = None  # the caller may read these (None: all)
+    label: LabelFilter | None = None
+    tag: str | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ended: the last row's sort key and pk, for the sort it was made with."""
+
+    sort: Sort
+    descending: bool
+    key: Any
+    pk: int
+
+    def encode(self) -> str:
+        raw = json.dumps([self.sort, self.descending, self.key, self.pk], allow_nan=True)
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor:
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            sort, descending, key, pk = json.loads(raw)
+            if sort not in SORTS or not isinstance(pk, int):
+                raise ValueError(sort)
+            return cls(sort, bool(descending), key, pk)
+        except (ValueError, TypeError) as exc:
+            raise Rejected(
+                "cursor: not a cursor this server gave; start from the first page"
+            ) from exc
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Any]
+    total: int
+    next: Cursor | None
+
+
+def _k3_heads() -> Any:
+    s = t.series.c
+    return (
+        sa.select(s.run_pk, sa.func.max(s.last_value).label("k3"))
+        .where(s.metric == HEADLINE, s.source == "trainer", s.points > 0)
+        .group_by(s.run_pk)
+        .subquery("k3_heads")
+    )
+
+
+def _firing() -> Any:
+    a = alarm_tables.alerts.c
+    return (
+        sa.select(a.project, a.run_id, sa.func.count().label("firing"))
+        .where(a.state == "firing")
+        .group_by(a.project, a.run_id)
+        .subquery("firing_alerts")
+    )
+
+
+def _sort_key(sort: Sort, k3: Any, firing: Any) -> ColumnElement[Any]:
+    r = t.runs.c
+    if sort == "name":
+        return sa.func.lower(r.name)
+    if sort == "created":
+        return r.created_at
+    if sort == "k3":
+        return sa.func.coalesce(k3.c.k3, -sql.INF)  # no vllm-kl yet: below every value
+    if sort == "alarms":
+        return sa.func.coalesce(firing.c.firing, 0)
+    return sa.func.coalesce(r.last_seen, r.created_at)
+
+
+def _where(dialect: str, f: RunFilter) -> list[ColumnElement[bool]]:
+    r = t.runs.c
+    where: list[ColumnElement[bool]] = []
+    if f.project is not None:
+        where.append(r.project == f.project)
+    if f.projects is not None:
+        where.append(r.project.in_(list(f.projects)))
+    if f.label is not None:
+        if f.label.value is None:
+            where.append(sql.json_has_key(dialect, r.labels, f.label.key))
+        else:
+            where.append(sql.json_text_at(dialect, r.labels, f.label.key) == f.label.value)
+    if f.tag is not None:
+        where.append(sql.json_array_has(dialect, r.tags, f.tag))
+    if f.text:
+        pattern = sql.like_pattern(f.text.lower())
+        where.append(
+            sa.or_(
+                sa.func.lower(r.name).like(pattern, escape="\\"),
+                sa.func.lower(r.id).like(pattern, escape="\\"),
+            )
+        )
+    return where
+
+
+def page(
+    conn: Connection,
+    *,
+    filters: RunFilter,
+    sort: Sort = "activity",
+    descending: bool = True,
+    after: Cursor | None = None,
+    limit: int = 50,
+) -> Page:
+    """One page of runs matching `filters`, and how many match in all."""
+    if after is not None and (after.sort, after.descending) != (sort, descending):
+        raise Rejected("cursor: it was made for another sort; start from the first page")
+    r = t.runs.c
+    k3, firing = _k3_heads(), _firing()
+    joined = t.runs.outerjoin(k3, k3.c.run_pk == r.pk).outerjoin(
+        firing, sa.and_(firing.c.project == r.project, firing.c.run_id == r.id)
+    )
+    key = _sort_key(sort, k3, firing)
+    where = _where(conn.dialect.name, filters)
+    total = conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(*where)).scalar_one()
+    query = sa.select(
+        *RUN_COLUMNS,
+        k3.c.k3,
+        sa.func.coalesce(firing.c.firing, 0).label("firing"),
+        key.label("sort_key"),
+    ).select_from(joined)
+    if after is not None:
+        mark = sa.tuple_(key, r.pk)
+        cut = (
+            mark < sa.tuple_(after.key, after.pk)
+            if descending
+            else mark > sa.tuple_(after.key, after.pk)
+        )
+        where = [*where, cut]
+    order = (key.desc(), r.pk.desc()) if descending else (key.asc(), r.pk.asc())
+    rows = list(conn.execute(query.where(*where).order_by(*order).limit(limit + 1)).all())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if more and rows else None
+    cursor = None if last is None else Cursor(sort, descending, last.sort_key, int(last.pk))
+    return Page(rows, int(total), cursor)
+
+
+def firing_counts(conn: Connection, runs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """Firing alerts per (project, run id), for the runs given."""
+    if not runs:
+        return {}
+    a = alarm_tables.alerts.c
+    query = (
+        sa.select(a.project, a.run_id, sa.func.count().label("n"))
+        .where(a.state == "firing", a.run_id.in_(sorted({run for _, run in runs})))
+        .group_by(a.project, a.run_id)
+    )
+    wanted = set(runs)
+    return {
+        (r.project, r.run_id): int(r.n)
+        for r in conn.execute(query)
+        if (r.project, r.run_id) in wanted
+    }
