@@ -34,7 +34,7 @@ def free_port() -> int:
 
 
 def start_server(
-    db: Path, *extra: str, env: dict[str, str] | None = None, dashboard: bool = False
+    db: Path | str, *extra: str, env: dict[str, str] | None = None, dashboard: bool = False
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(

@@ -6,7 +6,7 @@
   64 steps × 40 metrics, with 1 client and with 8 concurrent clients (medians of `--repeats`);
 - baseline: the same values written one INSERT per value (what a naive ingest does);
 - ceiling: a raw DuckDB Arrow append of as many rows as the 8 clients send (no HTTP, no
-  validation), in batch-sized transactions;
+  validation, no heads), in batch-sized transactions, into the table ingest appends to;
 - series query: a 100k-step run downsampled to 1,000 points, in the server's query layer.
 
 The last line printed is one JSON object. Ratios, not absolute times, are what compare across
@@ -110,7 +110,10 @@ def baseline_per_value(db_path: Path, batches: int) -> float:
         with db.write() as conn:
             for i in range(start, start + per_batch):
                 conn.execute(
-                    sa.text("INSERT INTO points (series_id, step, value) VALUES (:s, :t, :v)"),
+                    sa.text(
+                        "INSERT INTO points_hot (series_id, step, value, time) "
+                        "VALUES (:s, :t, :v, :t)"
+                    ),
                     {"s": sids[i], "t": steps[i], "v": values[i]},
                 )
     elapsed = time.perf_counter() - started
@@ -130,6 +133,7 @@ def ceiling_arrow(db_path: Path, batches: int) -> float:
                 "series_id": pa.array(sids[i : i + per_batch], pa.int64()),
                 "step": pa.array(steps[i : i + per_batch], pa.int64()),
                 "value": pa.array(values[i : i + per_batch], pa.float64()),
+                "time": pa.array(steps[i : i + per_batch], pa.float64()),
             }
         )
         for i in range(0, len(values), per_batch)
@@ -139,7 +143,7 @@ def ceiling_arrow(db_path: Path, batches: int) -> float:
         with db.write() as conn:
             raw = raw_duckdb(conn)
             raw.register("chunk", table)
-            raw.execute("INSERT INTO points SELECT * FROM chunk")
+            raw.execute("INSERT INTO points_hot SELECT * FROM chunk")
             raw.unregister("chunk")
     elapsed = time.perf_counter() - started
     db.dispose()

@@ -13,6 +13,11 @@ RUNS_FILTER_LABEL = "runs-filter-label"
 RUNS_FILTER_TEXT = "runs-filter-text"
 RUNS_COMPARE_LINK = "runs-compare-link"
 RUNS_REFRESH = "runs-refresh"
+RUNS_STATUS = "runs-status"
+RUNS_CURSORS = "runs-cursors"
+RUNS_VERSION = "runs-version"
+RUNS_PAGE_IDS = "runs-page-ids"
+RUNS_OPEN_LINKS = "runs-open-links"
 
 # Run page
 RUN_TITLE = "run-title"

@@ -21,6 +21,32 @@ class QueryLike(Protocol):
         limit: int = ...,
     ) -> list[Any]: ...
 
+    def runs_page(
+        self,
+        *,
+        project: str | None = ...,
+        label: str | None = ...,
+        tag: str | None = ...,
+        text: str | None = ...,
+        sort: Any = ...,
+        descending: bool = ...,
+        cursor: str | None = ...,
+        limit: int = ...,
+    ) -> Any: ...
+
+    def runs_version(
+        self,
+        *,
+        project: str | None = ...,
+        label: str | None = ...,
+        tag: str | None = ...,
+        text: str | None = ...,
+    ) -> str: ...
+
+    def trends(
+        self, run_ids: Sequence[str], *, metric: str = ..., points: int = ...
+    ) -> dict[str, list[float]]: ...
+
     def get_run(self, run_id: str) -> Any: ...
 
     def run_configs(self, run_ids: Sequence[str]) -> list[Any]: ...

@@ -1,12 +1,12 @@
 """Prometheus exposition: ingest counters and the latest vllm-kl of each live run.
 
-Counters are fed by an ingest listener; the per-run gauge is computed at scrape time through
-the query layer, so several replicas all report the same, current values.
+Counters are fed by an ingest listener; the per-run gauges are read at scrape time from the
+runs and series heads through the query layer (no value is read), so several replicas all
+report the same, current values.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
@@ -57,15 +57,10 @@ class _LiveRuns(Collector):
         step = GaugeMetricFamily(
             "mismatch_run_last_step", "Last step of each live run", labels=["project", "run"]
         )
-        for run in self._query.list_runs(limit=5000):
-            if run.status != "live":
-                continue
-            value = run.latest.get("k3_kl")
-            if value is not None:
-                gauge.add_metric(
-                    [run.project, run.id], value if not math.isnan(value) else math.nan
-                )
-            if run.last_step is not None:
-                step.add_metric([run.project, run.id], float(run.last_step))
+        for project, run_id, last_step, k3 in self._query.live_runs():
+            if k3 is not None:
+                gauge.add_metric([project, run_id], float(k3))
+            if last_step is not None:
+                step.add_metric([project, run_id], float(last_step))
         yield gauge
         yield step

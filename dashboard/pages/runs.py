@@ -1,24 +1,31 @@
-"""Runs page: every run with its status, last step and latest vllm-kl; select to compare."""
+"""Runs page: the runs, a page at a time, with status, last step, latest vllm-kl and its trend.
+
+The server pages, sorts and filters; the page shows its first rows as soon as they come and
+fills the trend column afterwards. It polls without piling up: the timer is one-shot and the
+load re-arms it when it finishes, and a poll that finds the list's fingerprint unchanged
+fetches nothing. Until the first rows arrive it says it is loading, and a failed read says so —
+an empty table only ever means there are no runs.
+"""
 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
-from dash import Input, Output, State, dcc, html
+from dash import Input, Output, State, callback_context, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.components import DataTable
-from dashboard.figures.text import sparkline
-from dashboard.query import AlertsLike, QueryLike
+from dashboard.pages import runs_data
+from dashboard.pages.runs_data import Filters
+from dashboard.query import QueryLike
 from dashboard.urlstate import encode
 from server.domain import urls
-from server.domain.metrics import HEADLINE
-from server.domain.series import bucket_value
+from server.errors import Rejected
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 
+POLL_MS = 5000
 COLUMNS = [
     ("name", "run"),
     ("project", "project"),
@@ -30,175 +37,218 @@ COLUMNS = [
     ("gpus", "GPU types"),
     ("alarms", "firing alarms"),
 ]
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return ""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return f"{value:.3g}"
-
-
-def table_rows(
-    query: QueryLike, runs: list[Any], alerts: AlertsLike | None = None
-) -> list[dict[str, Any]]:
-    rows = []
-    firing = _firing_counts(alerts)
-    for r in runs:
-        trend = ""
-        try:
-            series = query.series(r.id, HEADLINE, max_points=30)
-            trend = sparkline([bucket_value(p.model_dump()) for p in series.points])
-        except Exception:
-            log.exception("could not read the trend of run %s", r.id)
-        rows.append(
-            {
-                "id": r.id,
-                "name": r.name,
-                "project": r.project,
-                "labels": ", ".join(f"{k}={v}" for k, v in sorted(r.labels.items())),
-                "status": r.status,
-                "last_step": r.last_step,
-                "k3_kl": _fmt(r.latest.get(HEADLINE)),
-                "trend": trend,
-                "gpus": ", ".join(r.gpus),
-                "alarms": firing.get(r.id, 0),
-            }
-        )
-    return rows
-
-
-def _firing_counts(alerts: AlertsLike | None) -> dict[str, int]:
-    if alerts is None:
-        return {}
-    try:
-        return alerts.firing_counts()
-    except Exception:
-        log.exception("could not count firing alerts")
-        return {}
+INLINE = {"marginLeft": "8px"}
+POLL = f"{ids.RUNS_REFRESH}.n_intervals"
+RESTARTS = {
+    f"{ids.RUNS_FILTER_PROJECT}.value",
+    f"{ids.RUNS_FILTER_LABEL}.value",
+    f"{ids.RUNS_FILTER_TEXT}.value",
+    f"{ids.RUNS_TABLE}.sort_by",
+}
 
 
 def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
-    projects = query.projects()
     return html.Div(
         [
             html.H2("Runs"),
-            html.Div(
-                [
-                    dcc.Dropdown(
-                        id=ids.RUNS_FILTER_PROJECT,
-                        options=[{"label": p, "value": p} for p in projects],
-                        value=params.get("project"),
-                        placeholder="all projects",
-                        style={
-                            "width": "220px",
-                            "display": "inline-block",
-                            "verticalAlign": "middle",
-                        },
-                    ),
-                    dcc.Input(
-                        id=ids.RUNS_FILTER_LABEL,
-                        value=params.get("label", ""),
-                        placeholder="label k=v",
-                        debounce=True,
-                        style={"marginLeft": "8px"},
-                    ),
-                    dcc.Input(
-                        id=ids.RUNS_FILTER_TEXT,
-                        value=params.get("text", ""),
-                        placeholder="search name",
-                        debounce=True,
-                        style={"marginLeft": "8px"},
-                    ),
-                    dcc.Link(
-                        "Compare selected",
-                        id=ids.RUNS_COMPARE_LINK,
-                        href=urls.COMPARE,
-                        style={"marginLeft": "16px"},
-                    ),
-                ]
-            ),
-            DataTable(
-                id=ids.RUNS_TABLE,
-                columns=[{"name": label, "id": key} for key, label in COLUMNS],
-                data=[],
-                row_selectable="multi",
-                selected_rows=[],
-                sort_action="native",
-                page_size=50,
-                style_cell={
-                    "fontFamily": "sans-serif",
-                    "fontSize": "13px",
-                    "textAlign": "left",
-                    "maxWidth": "280px",
-                    "overflow": "hidden",
-                    "textOverflow": "ellipsis",
-                },
-                style_data_conditional=[
-                    {
-                        "if": {"filter_query": "{status} = live"},
-                        "color": "#009E73",
-                        "fontWeight": "bold",
-                    },
-                    {
-                        "if": {"filter_query": "{alarms} > 0", "column_id": "alarms"},
-                        "color": "#D55E00",
-                        "fontWeight": "bold",
-                    },
-                ],
-            ),
-            html.Div(id="runs-open-links", style={"marginTop": "8px"}),
-            dcc.Interval(id=ids.RUNS_REFRESH, interval=5000),
+            _filters(query.projects(), params),
+            html.Div("loading runs…", id=ids.RUNS_STATUS, style={"margin": "6px 0"}),
+            _table(),
+            html.Div(id=ids.RUNS_OPEN_LINKS, style={"marginTop": "8px"}),
+            dcc.Store(id=ids.RUNS_CURSORS, data=[None]),
+            dcc.Store(id=ids.RUNS_VERSION, data=None),
+            dcc.Store(id=ids.RUNS_PAGE_IDS, data=[]),
+            # One-shot: each load re-arms it when done, so polls never overlap.
+            dcc.Interval(id=ids.RUNS_REFRESH, interval=POLL_MS, max_intervals=1),
         ]
     )
 
 
-def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **_: Any) -> None:
+def _filters(projects: list[str], params: dict[str, str]) -> Any:
+    return html.Div(
+        [
+            dcc.Dropdown(
+                id=ids.RUNS_FILTER_PROJECT,
+                options=[{"label": p, "value": p} for p in projects],
+                value=params.get("project"),
+                placeholder="all projects",
+                style={"width": "220px", "display": "inline-block", "verticalAlign": "middle"},
+            ),
+            dcc.Input(
+                id=ids.RUNS_FILTER_LABEL,
+                value=params.get("label", ""),
+                placeholder="label k or k=v",
+                debounce=True,
+                style=INLINE,
+            ),
+            dcc.Input(
+                id=ids.RUNS_FILTER_TEXT,
+                value=params.get("text", ""),
+                placeholder="search name",
+                debounce=True,
+                style=INLINE,
+            ),
+            dcc.Link(
+                "Compare selected",
+                id=ids.RUNS_COMPARE_LINK,
+                href=urls.COMPARE,
+                style={"marginLeft": "16px"},
+            ),
+        ]
+    )
+
+
+def _table() -> Any:
+    return DataTable(
+        id=ids.RUNS_TABLE,
+        columns=[
+            {"name": label, "id": key, "sortable": key in runs_data.SORTABLE}
+            for key, label in COLUMNS
+        ],
+        data=[],
+        row_selectable="multi",
+        selected_rows=[],
+        page_action="custom",
+        page_current=0,
+        page_size=runs_data.PAGE_SIZE,
+        page_count=1,
+        sort_action="custom",
+        sort_mode="single",
+        sort_by=[],
+        style_cell={
+            "fontFamily": "sans-serif",
+            "fontSize": "13px",
+            "textAlign": "left",
+            "maxWidth": "280px",
+            "overflow": "hidden",
+            "textOverflow": "ellipsis",
+        },
+        style_data_conditional=[
+            {"if": {"filter_query": "{status} = live"}, "color": "#009E73", "fontWeight": "bold"},
+            {
+                "if": {"filter_query": "{alarms} > 0", "column_id": "alarms"},
+                "color": "#D55E00",
+                "fontWeight": "bold",
+            },
+        ],
+    )
+
+
+def load(
+    query: QueryLike,
+    trigger: Any,
+    filters: Filters,
+    page: int,
+    sort_by: list[dict[str, str]] | None,
+    cursors: list[str | None] | None,
+    version: str | None,
+) -> tuple[Any, ...]:
+    """(rows, page count, status, cursors, version, page's run ids, timer re-arm): a poll that
+    finds nothing changed touches only the timer."""
+    rearm = 0
+    if trigger in RESTARTS:  # another list: page through it from its first page
+        cursors, page = [None], 0
+    try:
+        now = query.runs_version(**filters.kwargs())
+        if trigger == POLL and now == version:
+            return (no_update,) * 6 + (rearm,)
+        found, cursors = runs_data.fetch_page(query, filters, sort_by, page, cursors or [None])
+    except Rejected as exc:
+        return (no_update, no_update, f"filter: {exc.message}", no_update, None, no_update, rearm)
+    except Exception:
+        log.exception("could not list runs")
+        return (
+            no_update,
+            no_update,
+            "could not load runs; the server log has the details",
+            no_update,
+            None,
+            no_update,
+            rearm,
+        )
+    rows = [runs_data.row(s) for s in found.data]
+    status = f"{found.total} runs" if found.total else "no runs yet"
+    return (
+        rows,
+        runs_data.page_count(found.total),
+        status,
+        cursors,
+        now,
+        [r["id"] for r in rows],
+        rearm,
+    )
+
+
+def register(app: Any, query: QueryLike, **_: Any) -> None:
     @app.callback(
         Output(ids.RUNS_TABLE, "data"),
+        Output(ids.RUNS_TABLE, "page_count"),
+        Output(ids.RUNS_STATUS, "children"),
+        Output(ids.RUNS_CURSORS, "data"),
+        Output(ids.RUNS_VERSION, "data"),
+        Output(ids.RUNS_PAGE_IDS, "data"),
+        Output(ids.RUNS_REFRESH, "n_intervals"),
         Input(ids.RUNS_FILTER_PROJECT, "value"),
         Input(ids.RUNS_FILTER_LABEL, "value"),
         Input(ids.RUNS_FILTER_TEXT, "value"),
+        Input(ids.RUNS_TABLE, "page_current"),
+        Input(ids.RUNS_TABLE, "sort_by"),
         Input(ids.RUNS_REFRESH, "n_intervals"),
+        State(ids.RUNS_CURSORS, "data"),
+        State(ids.RUNS_VERSION, "data"),
     )
-    def load(
-        project: str | None, label: str | None, text: str | None, _: Any
-    ) -> list[dict[str, Any]]:
-        try:
-            found = query.list_runs(project=project or None, label=label or None, text=text or None)
-        except Exception:
-            log.exception("could not list runs")
-            found = []
-        return table_rows(query, found, alerts)
+    def _load(
+        project: str | None,
+        label: str | None,
+        text: str | None,
+        page: int | None,
+        sort_by: list[dict[str, str]] | None,
+        _tick: Any,
+        cursors: list[str | None] | None,
+        version: str | None,
+    ) -> tuple[Any, ...]:
+        trigger = callback_context.triggered[0]["prop_id"] if callback_context.triggered else None
+        filters = Filters(project or None, label or None, text or None)
+        return load(query, trigger, filters, page or 0, sort_by, cursors, version)
 
     @app.callback(
-        Output(ids.RUNS_COMPARE_LINK, "href"),
-        Output("runs-open-links", "children"),
-        Input(ids.RUNS_TABLE, "selected_rows"),
+        Output(ids.RUNS_TABLE, "data", allow_duplicate=True),
+        Input(ids.RUNS_PAGE_IDS, "data"),
         State(ids.RUNS_TABLE, "data"),
+        prevent_initial_call=True,
     )
-    def selection(selected: list[int] | None, data: list[dict[str, Any]] | None) -> Any:
-        chosen = [data[i]["id"] for i in (selected or []) if data and i < len(data)]
-        href = urls.compare_view(chosen)
-        links = [
-            dcc.Link(
-                f"open {row_id}",
-                href=urls.run_view(row_id),
-                style={"marginRight": "12px"},
-            )
-            for row_id in chosen
-        ]
-        return href, links
+    def _trends(run_ids: list[str], rows: list[dict[str, Any]] | None) -> Any:
+        if not run_ids or not rows:
+            return no_update
+        try:
+            found = query.trends(run_ids, metric="k3_kl", points=30)
+        except Exception:
+            log.exception("could not read the trends")
+            found = {}
+        return runs_data.with_trends(rows, found)
 
-    @app.callback(
+    app.callback(
+        Output(ids.RUNS_COMPARE_LINK, "href"),
+        Output(ids.RUNS_OPEN_LINKS, "children"),
+        Input(ids.RUNS_TABLE, "selected_row_ids"),
+    )(selection)
+    app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
         Input(ids.RUNS_FILTER_PROJECT, "value"),
         Input(ids.RUNS_FILTER_LABEL, "value"),
         Input(ids.RUNS_FILTER_TEXT, "value"),
         prevent_initial_call=True,
-    )
-    def sync_url(project: str | None, label: str | None, text: str | None) -> str:
-        return encode({"project": project, "label": label, "text": text})
+    )(sync_url)
+
+
+def selection(chosen: list[str] | None) -> tuple[str, list[Any]]:
+    chosen = list(chosen or [])
+    links = [
+        dcc.Link(f"open {run_id}", href=urls.run_view(run_id), style={"marginRight": "12px"})
+        for run_id in chosen
+    ]
+    return urls.compare_view(chosen), links
+
+
+def sync_url(project: str | None, label: str | None, text: str | None) -> str:
+    return encode({"project": project, "label": label, "text": text})

@@ -77,6 +77,26 @@ class QueryService:
             next_cursor=page.next.encode() if page.next is not None else None,
         )
 
+    def runs_version(
+        self,
+        *,
+        project: str | None = None,
+        label: str | None = None,
+        tag: str | None = None,
+        text: str | None = None,
+        projects: Sequence[str] | None = None,
+    ) -> str:
+        """A fingerprint of the runs list for these filters: unchanged, nothing to fetch."""
+        filters = RunFilter(project, projects, _label_filter(label), tag, text)
+        with self._db.read() as conn:
+            return run_pages.version(conn, filters=filters)
+
+    def live_runs(self) -> list[tuple[str, str, int | None, float | None]]:
+        """(project, run id, last step, latest vllm-kl) of the runs that are live now."""
+        with self._db.read() as conn:
+            rows = run_pages.live(conn, since=time.time() - self._live_window_s)
+        return [(r.project, r.id, r.last_step, r.k3) for r in rows]
+
     def list_runs(
         self,
         *,

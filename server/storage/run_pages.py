@@ -191,3 +191,34 @@ def firing_counts(conn: Connection, runs: Sequence[tuple[str, str]]) -> dict[tup
         for r in conn.execute(query)
         if (r.project, r.run_id) in wanted
     }
+
+
+def version(conn: Connection, *, filters: RunFilter) -> str:
+    """A short fingerprint of what the runs list shows: how many runs match, their latest
+    activity, and the alerts firing. A poll that finds it unchanged reads nothing else."""
+    r = t.runs.c
+    where = _where(conn.dialect.name, filters)
+    count, latest = conn.execute(
+        sa.select(sa.func.count(), sa.func.max(sa.func.coalesce(r.last_seen, r.created_at)))
+        .select_from(t.runs)
+        .where(*where)
+    ).one()
+    a = alarm_tables.alerts.c
+    alerts = conn.execute(
+        sa.select(sa.func.count(), sa.func.max(a.started_at)).where(a.state == "firing")
+    ).one()
+    return f"{count}:{latest}:{alerts[0]}:{alerts[1]}"
+
+
+def live(conn: Connection, *, since: float) -> list[Any]:
+    """Runs active since `since`, with their last step and latest vllm-kl (from the heads):
+    what the Prometheus gauges export, without a run summary each."""
+    r = t.runs.c
+    k3 = _k3_heads()
+    query = (
+        sa.select(r.project, r.id, r.last_step, k3.c.k3)
+        .select_from(t.runs.outerjoin(k3, k3.c.run_pk == r.pk))
+        .where(r.last_seen >= since, r.status.not_in(["finished", "failed"]))
+        .order_by(r.project, r.id)
+    )
+    return list(conn.execute(query).all())

@@ -1,0 +1,291 @@
+"""What reads cost as history grows: the same requests against databases of 16 and 256 runs.
+
+    python benchmarks/scale.py [--json] [--runs 16,256] [--steps 10000] [--db postgresql://…]
+
+Each database holds N runs × `--steps` steps × 40 metrics, written interleaved as concurrent
+runs would write them (64-step batches, every run in turn) through the storage layer's own
+ingest path, compacted as the server compacts. Then a real `mismatch serve` on it answers, over
+HTTP (medians of 7 calls after a warm-up):
+- runs list: the first page of 50;
+- series: one run's k3_kl at 1,000 points;
+- overlay: 4 runs' k3_kl at 1,000 points each;
+- hardware: k3_kl per GPU type over the whole project;
+- run page: what the run page reads (the run, its metrics, every panel's series);
+- landing page: headless Chromium from navigation to the first row of the runs table;
+- ingest with a dashboard open vs idle: 4 clients posting new steps, with and without Chromium
+  showing the runs page and a run page (alternated, medians).
+The last line printed is one JSON object; `*_16` against `*_256` is the ratio that matters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import machine, start_server  # noqa: E402
+from server.domain.metrics import PANELS  # noqa: E402
+from server.domain.records import BatchWrite, Record, RunUpsert  # noqa: E402
+from server.storage import compaction, migrate  # noqa: E402
+from server.storage.db import Database  # noqa: E402
+from server.storage.ingest import write_batches  # noqa: E402
+
+CANONICAL = [m for panel in PANELS for m in panel.metrics]
+METRICS = CANONICAL + [f"user_metric_{i:02d}" for i in range(40 - len(CANONICAL))]
+GPUS = ("NVIDIA H20", "NVIDIA A100-SXM4-80GB", "NVIDIA L20", "NVIDIA H100 80GB HBM3")
+BATCH = 64
+PROJECT = "bench"
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def run_id(i: int) -> str:
+    return f"run-{i:04d}"
+
+
+def build(db_url: str, runs: int, steps: int, say: Callable[[str], None]) -> float:
+    """Write the runs interleaved through the ingest path, compacting as the server would."""
+    db = Database(db_url)
+    migrate.upgrade(db)
+    rng = np.random.default_rng(0)
+    started = time.perf_counter()
+    pending = 0
+    for start in range(0, steps, BATCH):
+        batches = []
+        for i in range(runs):
+            block = rng.lognormal(np.log(1e-3 * (1 + i % 4)), 0.5, (BATCH, len(METRICS)))
+            records = [
+                Record(
+                    run_id(i),
+                    step,
+                    "trainer",
+                    "trainer-0",
+                    1.7e9 + step * 10,
+                    GPUS[i % 4],
+                    None,
+                    dict(zip(METRICS, map(float, block[s]), strict=True)),
+                )
+                for s, step in enumerate(range(start, min(start + BATCH, steps)))
+            ]
+            upsert = RunUpsert(run_id(i), project=PROJECT, labels={"gpu": GPUS[i % 4]})
+            batches.append(BatchWrite(upsert if start == 0 else None, records))
+        for group in range(0, len(batches), 16):  # as the server's group commit writes them
+            with db.write() as conn:
+                write_batches(conn, db, batches[group : group + 16])
+        pending += runs * BATCH * len(METRICS)
+        if pending >= compaction.HOT_ROWS:
+            compaction.compact(db)
+            pending = 0
+        if start % (BATCH * 20) == 0:
+            say(f"  {runs} runs: step {start}/{steps} ({time.perf_counter() - started:.0f} s)")
+    compaction.compact(db)
+    db.checkpoint()
+    db.dispose()
+    return time.perf_counter() - started
+
+
+def timed(fn: Callable[[], Any], repeats: int = 7) -> float:
+    fn()
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def http_times(url: str, runs: int) -> dict[str, float]:
+    http = httpx.Client(base_url=url, timeout=120)
+
+    def get(path: str) -> Any:
+        response = http.get(path)
+        response.raise_for_status()
+        return response.json()
+
+    one = run_id(runs // 2)
+    four = ",".join(run_id(i) for i in (0, runs // 3, runs // 2, runs - 1))
+
+    def run_page() -> None:
+        get(f"/api/v1/runs/{one}")
+        names = {m["name"] for m in get(f"/api/v1/runs/{one}/metrics")["data"]}
+        for metric in CANONICAL:
+            if metric in names:
+                get(f"/api/v1/runs/{one}/series?metric={metric}&max_points=1000")
+
+    out = {
+        "runs_list_ms": timed(lambda: get("/api/v1/runs?limit=50")),
+        "series_ms": timed(lambda: get(f"/api/v1/runs/{one}/series?metric=k3_kl&max_points=1000")),
+        "overlay4_ms": timed(
+            lambda: get(f"/api/v1/series?runs={four}&metric=k3_kl&max_points=1000")
+        ),
+        "hardware_ms": timed(lambda: get(f"/api/v1/hardware?project={PROJECT}&metric=k3_kl")),
+        "run_page_ms": timed(run_page),
+    }
+    http.close()
+    return out
+
+
+def landing_ms(url: str) -> float:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(url + "/")  # warm the assets
+        page.wait_for_selector("td[data-dash-column=name]", timeout=120_000)
+        samples = []
+        for _ in range(3):
+            started = time.perf_counter()
+            page.goto(url + "/")
+            page.wait_for_selector("td[data-dash-column=name]", timeout=120_000)
+            samples.append((time.perf_counter() - started) * 1000)
+        browser.close()
+    return statistics.median(samples)
+
+
+def ingest_rate(url: str, runs: int, steps: int, round_index: int, batches: int = 25) -> float:
+    """4 clients posting new steps of 4 runs (after `steps`): values/s."""
+    errors: list[int] = []
+
+    def client(c: int) -> None:
+        rid = run_id(c * (runs // 4))
+        with httpx.Client(base_url=url, timeout=120) as http:
+            for b in range(batches):
+                first = steps + (round_index * batches + b) * BATCH
+                records = [
+                    {
+                        "run_id": rid,
+                        "step": s,
+                        "source": "trainer",
+                        "actor": "trainer-0",
+                        "metrics": {m: 1e-3 for m in METRICS},
+                    }
+                    for s in range(first, first + BATCH)
+                ]
+                response = http.post("/api/v1/ingest", json={"records": records})
+                if response.status_code != 200:
+                    errors.append(response.status_code)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"ingest failed: {errors[:3]}")
+    return 4 * batches * BATCH * len(METRICS) / (time.perf_counter() - started)
+
+
+def ingest_while_browsing(url: str, runs: int, steps: int) -> tuple[float, float]:
+    """Ingest rates idle and with Chromium showing the runs page and a run page (both
+    polling), alternated three times each; medians."""
+    from playwright.sync_api import sync_playwright
+
+    idle, browsing = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        for r in range(6):
+            pages = []
+            if r % 2:
+                for path in ("/", f"/run?run={run_id(0)}"):
+                    page = browser.new_page(viewport={"width": 1280, "height": 800})
+                    page.goto(url + path)
+                    pages.append(page)
+                time.sleep(2)
+            rate = ingest_rate(url, runs, steps, r)
+            (browsing if r % 2 else idle).append(rate)
+            for page in pages:
+                page.close()
+        browser.close()
+    return statistics.median(idle), statistics.median(browsing)
+
+
+def measure(
+    db_url: str, runs: int, steps: int, last: bool, say: Callable[[str], None]
+) -> dict[str, float]:
+    build_s = build(db_url, runs, steps, say)
+    say(f"  built {runs} runs in {build_s:.0f} s")
+    proc, url = start_server(db_url, dashboard=True)
+    try:
+        out = {f"{k}_{runs}": round(v, 1) for k, v in http_times(url, runs).items()}
+        out[f"build_s_{runs}"] = round(build_s, 1)
+        if last:
+            out[f"landing_browser_ms_{runs}"] = round(landing_ms(url), 1)
+            idle, browsing = ingest_while_browsing(url, runs, steps)
+            out["ingest_values_per_s_idle"] = round(idle)
+            out["ingest_values_per_s_while_browsing"] = round(browsing)
+            out["ingest_while_browsing_ratio"] = round(browsing / idle, 3)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--runs", default="16,256")
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--db", default=None, help="a PostgreSQL URL (a database per size is made)")
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.runs.split(",")]
+
+    def say(text: str) -> None:
+        if not args.json:
+            print(text, flush=True)
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, runs in enumerate(sizes):
+            db_url = (
+                str(Path(tmp) / f"scale-{runs}.duckdb") if not args.db else _pg_db(args.db, runs)
+            )
+            results |= measure(db_url, runs, args.steps, n == len(sizes) - 1, say)
+    small, large = sizes[0], sizes[-1]
+    for key in ("runs_list_ms", "series_ms"):
+        results[f"{key}_ratio_{large}_vs_{small}"] = round(
+            results[f"{key}_{large}"] / max(results[f"{key}_{small}"], 1e-9), 2
+        )
+    results["database"] = "postgresql" if args.db else "duckdb"
+    results["machine"] = machine()
+    print(json.dumps(results))
+
+
+def _pg_db(base_url: str, runs: int) -> str:
+    import sqlalchemy as sa
+
+    name = f"scale_{runs}"
+    engine = sa.create_engine(
+        base_url.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="AUTOCOMMIT"
+    )
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return base_url.rsplit("/", 1)[0] + "/" + name
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The runs table's data: a page of runs as table rows, the trend column filled afterwards, and
+the cursors that page through the list. Plain functions over the query layer."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dashboard.figures.text import sparkline
+from dashboard.query import QueryLike
+from server.domain.metrics import HEADLINE
+
+PAGE_SIZE = 50
+LOADING = "…"  # the trend cell until the trends arrive
+
+# table column → the server's sort
+SORTABLE = {"name": "name", "k3_kl": "k3", "alarms": "alarms", "status": "activity"}
+
+
+@dataclass(frozen=True)
+class Filters:
+    project: str | None = None
+    label: str | None = None
+    text: str | None = None
+
+    def kwargs(self) -> dict[str, str | None]:
+        return {"project": self.project, "label": self.label, "text": self.text}
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return ""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:.3g}"
+
+
+def row(summary: Any) -> dict[str, Any]:
+    """A run summary as a table row (its trend comes later)."""
+    return {
+        "id": summary.id,
+        "name": summary.name,
+        "project": summary.project,
+        "labels": ", ".join(f"{k}={v}" for k, v in sorted(summary.labels.items())),
+        "status": summary.status,
+        "last_step": summary.last_step,
+        "k3_kl": fmt(summary.latest.get(HEADLINE)),
+        "trend": LOADING,
+        "gpus": ", ".join(summary.gpus),
+        "alarms": summary.firing_alerts,
+    }
+
+
+def sort_of(sort_by: list[dict[str, str]] | None) -> tuple[str, bool]:
+    """(server sort, descending) for the table's sort; last activity, newest first, by default."""
+    for item in sort_by or []:
+        if item.get("column_id") in SORTABLE:
+            return SORTABLE[item["column_id"]], item.get("direction") != "asc"
+    return "activity", True
+
+
+def fetch_page(
+    query: QueryLike,
+    filters: Filters,
+    sort_by: list[dict[str, str]] | None,
+    page: int,
+    cursors: list[str | None],
+) -> tuple[Any, list[str | None]]:
+    """Page `page` of the list, and the cursors known so far (cursor i opens page i; walking
+    forward from the last known one when the user jumps ahead)."""
+    sort, descending = sort_of(sort_by)
+    known = list(cursors) or [None]
+    index = min(page, len(known) - 1)
+    while True:
+        found = query.runs_page(
+            **filters.kwargs(),
+            sort=sort,
+            descending=descending,
+            cursor=known[index],
+            limit=PAGE_SIZE,
+        )
+        if len(known) == index + 1 and found.next_cursor is not None:
+            known.append(found.next_cursor)
+        if index >= page or found.next_cursor is None:
+            return found, known
+        index += 1
+
+
+def with_trends(rows: list[dict[str, Any]], trends: dict[str, list[float]]) -> list[dict[str, Any]]:
+    return [{**r, "trend": sparkline(trends.get(r["id"], []))} for r in rows]
+
+
+def page_count(total: int) -> int:
+    return max(1, math.ceil(total / PAGE_SIZE))
