@@ -65,6 +65,18 @@ class QueryLike(Protocol):
         max_points: int = ...,
     ) -> Any: ...
 
+    def run_series(
+        self,
+        run_id: str,
+        metrics: Sequence[str],
+        *,
+        step_min: int | None = ...,
+        step_max: int | None = ...,
+        max_points: int = ...,
+    ) -> dict[str, Any]: ...
+
+    def last_step(self, run_id: str) -> int | None: ...
+
     def buckets(
         self,
         run_ids: Sequence[str],

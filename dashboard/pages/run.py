@@ -192,13 +192,14 @@ def load_store(
     """The store after a live tick (new steps appended), a zoom (the visible range at full
     resolution) or a change of metrics (everything again)."""
     run_id = store["run"]
-    available = {m.name for m in query.list_metrics(run_id)}
-    wanted = [m for _, metrics, _ in groups_for(available, extra) for m in metrics]
     held = store.get("data") or {}
     if trigger == ids.RUN_INTERVAL:
         if not held or store.get("step_max") is not None:
             return no_update  # zoomed in, or nothing drawn yet: leave the view alone
-        return {**store, "data": run_data.append_new(query, run_id, wanted, held)}
+        data = run_data.append_new(query, run_id, list(held), held)
+        return no_update if data is None else {**store, "data": data}
+    available = {m.name for m in query.list_metrics(run_id)}
+    wanted = [m for _, metrics, _ in groups_for(available, extra) for m in metrics]
     step_min, step_max = store.get("step_min"), store.get("step_max")
     max_points = MAX_POINTS
     if isinstance(trigger, dict) and trigger.get("type") == ids.PANEL:

@@ -43,30 +43,32 @@ def fetch(
     step_max: int | None,
     max_points: int,
 ) -> Series:
-    """Each metric's step buckets; a metric that cannot be read is drawn empty (and logged)."""
-    out = {}
-    for metric in metrics:
-        try:
-            out[metric] = dump(
-                query.series(
-                    run_id, metric, step_min=step_min, step_max=step_max, max_points=max_points
-                ).points
-            )
-        except Exception:
-            log.exception("could not read %s of run %s", metric, run_id)
-            out[metric] = []
-    return out
+    """Each metric's step buckets, in one read; a run that cannot be read is drawn empty (and
+    logged)."""
+    try:
+        found = query.run_series(
+            run_id, metrics, step_min=step_min, step_max=step_max, max_points=max_points
+        )
+    except Exception:
+        log.exception("could not read the series of run %s", run_id)
+        return {m: [] for m in metrics}
+    return {m: dump(found[m].points) if m in found else [] for m in metrics}
 
 
-def append_new(query: QueryLike, run_id: str, wanted: list[str], held: Series) -> Series:
-    """A live tick: each metric's steps after the last one held, added to what is held."""
+def append_new(query: QueryLike, run_id: str, wanted: list[str], held: Series) -> Series | None:
+    """A live tick: the steps after the last one held, added to what is held; None when the run
+    has no new step (then nothing else is read)."""
+    ends = [points[-1]["step_end"] for points in held.values() if points]
+    held_until = min(ends) if ends else -1
+    last = query.last_step(run_id)
+    if last is None or last <= held_until:
+        return None
+    new = fetch(query, run_id, wanted, held_until + 1, None, MAX_POINTS)
     data = dict(held)
-    for metric in wanted:
-        points = data.get(metric) or []
-        after = points[-1]["step_end"] + 1 if points else None
-        new = fetch(query, run_id, [metric], after, None, MAX_POINTS)[metric]
-        if new:
-            data[metric] = points + new
+    for metric, points in new.items():
+        mine = data.get(metric) or []
+        after = mine[-1]["step_end"] if mine else -1
+        data[metric] = mine + [p for p in points if p["step"] > after]
     return data
 
 

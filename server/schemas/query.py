@@ -8,19 +8,26 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from server.domain.names import RunStatus
 
 T = TypeVar("T")
 
 
-class ListOut(BaseModel, Generic[T]):
+class Out(BaseModel):
+    """What leaves the server. NaN and ±Inf serialise as the JSON tokens `NaN`, `Infinity`,
+    `-Infinity` (the project's own responses and the collectors read them back)."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
+
+class ListOut(Out, Generic[T]):
     data: list[T]
     count: int
 
 
-class RunSummaryOut(BaseModel):
+class RunSummaryOut(Out):
     id: str
     name: str
     project: str
@@ -42,7 +49,7 @@ class RunSummaryOut(BaseModel):
     )
 
 
-class RunPageOut(BaseModel):
+class RunPageOut(Out):
     """One page of runs; `next_cursor` (when there is more) continues in the same order."""
 
     data: list[RunSummaryOut]
@@ -51,7 +58,7 @@ class RunPageOut(BaseModel):
     next_cursor: str | None = None
 
 
-class ActorOut(BaseModel):
+class ActorOut(Out):
     source: str
     actor: str
     gpu: str | None
@@ -60,7 +67,7 @@ class ActorOut(BaseModel):
     steps: int
 
 
-class AnnotationOut(BaseModel):
+class AnnotationOut(Out):
     id: str
     run_id: str
     step: int | None
@@ -71,7 +78,7 @@ class AnnotationOut(BaseModel):
     text: str
 
 
-class RunConfigOut(BaseModel):
+class RunConfigOut(Out):
     """A run's name and config only: what a comparison of configs needs."""
 
     id: str
@@ -85,14 +92,14 @@ class RunDetailOut(RunSummaryOut):
     annotations: list[AnnotationOut]
 
 
-class MetricOut(BaseModel):
+class MetricOut(Out):
     name: str
     source: str
     actors: list[str]
     points: int
 
 
-class SeriesPointOut(BaseModel):
+class SeriesPointOut(Out):
     """One step bucket of a downsampled series. With no downsampling a bucket holds one step
     and min = max = mean = last. min/max/mean are over finite values only; the non-finite ones
     are counted, so a NaN or an Inf is never hidden by a bucket."""
@@ -110,7 +117,7 @@ class SeriesPointOut(BaseModel):
     neg_inf: int = 0
 
 
-class SeriesOut(BaseModel):
+class SeriesOut(Out):
     run_id: str
     metric: str
     source: str | None
@@ -129,7 +136,7 @@ class SeriesOut(BaseModel):
     points: list[SeriesPointOut]
 
 
-class BucketRowOut(BaseModel):
+class BucketRowOut(Out):
     """Token-probability bucket sums over a step range (add up exactly across actors and steps)."""
 
     group: str = Field(description="'all', a GPU name or an actor, by group_by")
@@ -146,7 +153,7 @@ class BucketRowOut(BaseModel):
     actors: int
 
 
-class BucketStepOut(BaseModel):
+class BucketStepOut(Out):
     """One cell of the bucket × step heatmap: a bucket's sums over a block of steps."""
 
     step: int = Field(description="First step of the block")
@@ -159,7 +166,7 @@ class BucketStepOut(BaseModel):
     oob: float
 
 
-class HardwareOut(BaseModel):
+class HardwareOut(Out):
     """Distribution of one metric over the steps of one GPU type (box-plot quantiles)."""
 
     gpu: str

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from server.storage import sql
+from server.storage import downsampling, sql
 from server.storage import tables as t
 from server.storage.compaction import LEVELS, width
 
@@ -76,14 +76,6 @@ def plan(lo: int, hi: int, max_points: int, *, raw_dropped_until: int | None = N
     return Plan(lo, hi, math.ceil(needed / w) * w, level, rollup_only)
 
 
-def heads(conn: Connection, sids: Sequence[int]) -> list[Any]:
-    s = t.series.c
-    query = sa.select(
-        s.id, s.metric_id, s.points, s.first_step, s.last_step, s.raw_dropped_until
-    ).where(s.id.in_(list(sids)))
-    return list(conn.execute(query).all())
-
-
 def latest_values(
     conn: Connection, run_pks: Sequence[int], metrics: Sequence[str]
 ) -> dict[int, dict[str, float]]:
@@ -114,19 +106,51 @@ def metric_rows(conn: Connection, run_pk: int) -> list[Any]:
     return list(conn.execute(query).all())
 
 
-def series_ids(
+HEAD_COLUMNS = (
+    t.series.c.id,
+    t.series.c.source,
+    t.series.c.actor,
+    t.series.c.metric_id,
+    t.series.c.points,
+    t.series.c.first_step,
+    t.series.c.last_step,
+    t.series.c.raw_dropped_until,
+)
+
+
+def find(
     conn: Connection, run_pk: int, metric: str, source: str | None, actor: str | None
-) -> tuple[str | None, list[int]]:
-    """Series of one metric; with no source given, the trainer's when it has one."""
+) -> tuple[str | None, list[Any]]:
+    """The heads of one metric's series (one per actor); with no source given, the trainer's
+    when it has one."""
     s = t.series.c
-    query = sa.select(s.id, s.source, s.actor).where(s.run_pk == run_pk, s.metric == metric)
+    query = sa.select(*HEAD_COLUMNS).where(s.run_pk == run_pk, s.metric == metric)
     if actor is not None:
         query = query.where(s.actor == actor)
     rows = conn.execute(query).all()
     if source is None:
         sources = {r.source for r in rows}
         source = "trainer" if "trainer" in sources else (min(sources) if sources else None)
-    return source, [r.id for r in rows if r.source == source]
+    return source, [r for r in rows if r.source == source]
+
+
+def find_many(
+    conn: Connection, run_pk: int, metrics: Sequence[str]
+) -> dict[str, tuple[str | None, list[Any]]]:
+    """`find` for several metrics of one run, in one query (the run page's panels)."""
+    s = t.series.c
+    query = sa.select(s.metric, *HEAD_COLUMNS).where(
+        s.run_pk == run_pk, s.metric.in_(list(metrics))
+    )
+    by_metric: dict[str, list[Any]] = {}
+    for row in conn.execute(query):
+        by_metric.setdefault(row.metric, []).append(row)
+    out = {}
+    for metric, rows in by_metric.items():
+        sources = {r.source for r in rows}
+        source = "trainer" if "trainer" in sources else min(sources)
+        out[metric] = (source, [r for r in rows if r.source == source])
+    return out
 
 
 def blocks(
@@ -135,12 +159,13 @@ def blocks(
     *,
     run_pk: int,
     source: str | None,
-    sids: Sequence[int],
+    heads: Sequence[Any],
     step_min: int | None,
     step_max: int | None,
     max_points: int,
 ) -> SeriesResult:
-    found = [h for h in heads(conn, sids) if h.points]
+    """A series (the series of `heads`, merged step by step) in buckets (module docstring)."""
+    found = [h for h in heads if h.points]
     if not found:
         return EMPTY
     lo = max(step_min if step_min is not None else -1, min(h.first_step for h in found))
@@ -151,83 +176,52 @@ def blocks(
         (h.raw_dropped_until for h in found if h.raw_dropped_until is not None), default=None
     )
     p = plan(lo, hi, max_points, raw_dropped_until=dropped)
-    params = {
-        "sids": list(sids),
-        "metric_ids": sorted({h.metric_id for h in found}),
-        "lo": lo,
-        "hi": hi,
-        "bucket": p.bucket,
-    }
+    params = {"sids": [h.id for h in found], "metric_ids": sorted({h.metric_id for h in found})}
     if p.level == 0:
-        rows = _raw_buckets(conn, dialect, params)
+        parts = _raw_parts(conn, params, lo, hi, cold=True)
+        rows = downsampling.buckets(parts, p.bucket)
         times = block_times(conn, run_pk, source, lo, hi, p.bucket)
-        rows = [(*r[:-1], times.get(int(r[1]))) for r in rows]
+        rows = [(*r[:-1], times.get(int(r[1]), r[-1])) for r in rows]
     else:
         w = width(p.level)
-        params |= {"level": p.level, "w": w, "block_lo": lo // w, "block_hi": hi // w}
-        rows = _rollup_buckets(conn, dialect, params)
+        rollups = _rollup_parts(conn, params, p.level, lo // w, hi // w)
+        hot = _raw_parts(conn, params, lo // w * w, (hi // w + 1) * w - 1, cold=False)
+        rows = downsampling.buckets(downsampling.Parts.concat([rollups, hot]), p.bucket)
     total = sum(int(r[6]) for r in rows)
     return SeriesResult(total, p.bucket, rows, p.rollup_only)
 
 
-def _agg(dialect: str) -> str:
-    """Merge partial buckets (rollup rows, or single raw values) into the buckets returned."""
-    last = sql.last_value_text(dialect, "last_value", "last_step")
-    last_time = sql.last_value_text(dialect, "last_time", "last_step")
-    return (
-        "SELECT min(step_lo), max(step_hi), min(vmin), max(vmax), "
-        "sum(vsum) / nullif(sum(finite), 0), "
-        f"{last}, sum(total), sum(nan), sum(pos_inf), sum(neg_inf), {last_time} "
-        "FROM parts GROUP BY b ORDER BY min(step_lo)"
-    )
-
-
-def _raw_part(table: str, bucket: str, time: str) -> str:
-    """Single values as partial buckets (the same columns a rollup row has)."""
-    fin = "value > '-Infinity'::DOUBLE PRECISION AND value < 'Infinity'::DOUBLE PRECISION"
-    return (
-        f"SELECT floor(step / {bucket}) AS b, step AS step_lo, step AS step_hi, "
-        f"CASE WHEN {fin} THEN value END AS vmin, CASE WHEN {fin} THEN value END AS vmax, "
-        f"CASE WHEN {fin} THEN value ELSE 0 END AS vsum, CASE WHEN {fin} THEN 1 ELSE 0 END "
-        "AS finite, 1 AS total, step AS last_step, value AS last_value, "
-        f"{time} AS last_time, "
-        "CASE WHEN value > 'Infinity'::DOUBLE PRECISION THEN 1 ELSE 0 END AS nan, "
-        "CASE WHEN value = 'Infinity'::DOUBLE PRECISION THEN 1 ELSE 0 END AS pos_inf, "
-        "CASE WHEN value = '-Infinity'::DOUBLE PRECISION THEN 1 ELSE 0 END AS neg_inf "
-        f"FROM {table}"
-    )
-
-
-def _raw_buckets(conn: Connection, dialect: str, params: dict[str, Any]) -> list[Any]:
+def _raw_parts(
+    conn: Connection, params: dict[str, Any], lo: int, hi: int, *, cold: bool
+) -> downsampling.Parts:
+    """Raw values in [lo, hi] as parts: the hot ones (with their times) and, when `cold`, the
+    compacted ones."""
     where = "series_id IN :sids AND step BETWEEN :lo AND :hi"
-    query = sql.text(
-        f"WITH parts AS ({_raw_part('points', ':bucket', 'NULL')} "
-        f"WHERE metric_id IN :metric_ids AND {where} "
-        f"UNION ALL {_raw_part('points_hot', ':bucket', 'time')} WHERE {where}) {_agg(dialect)}",
-        "sids",
-        "metric_ids",
+    statement = f"SELECT step, value, time FROM points_hot WHERE {where}"
+    if cold:
+        statement = (
+            "SELECT step, value, CAST(NULL AS DOUBLE PRECISION) AS time FROM points "
+            f"WHERE metric_id IN :metric_ids AND {where} UNION ALL {statement}"
+        )
+    found = sql.fetch_columns(
+        conn, sql.text(statement, "sids", "metric_ids"), {**params, "lo": lo, "hi": hi}
     )
-    return sql.fetch_text(conn, query, params)
+    return downsampling.Parts.from_values(found["step"], found["value"], found["time"])
 
 
-def _rollup_buckets(conn: Connection, dialect: str, params: dict[str, Any]) -> list[Any]:
-    """Rollup blocks that overlap [lo, hi] (a bucket at the edge keeps its whole blocks) and
-    the hot values of those blocks."""
-    columns = (
-        "step_lo, step_hi, vmin, vmax, vsum, finite, total, last_step, last_value, last_time, "
-        "nan, pos_inf, neg_inf"
+def _rollup_parts(
+    conn: Connection, params: dict[str, Any], level: int, block_lo: int, block_hi: int
+) -> downsampling.Parts:
+    statement = (
+        f"SELECT {', '.join(downsampling.FIELDS)} FROM rollups WHERE metric_id IN :metric_ids "
+        "AND series_id IN :sids AND level = :level AND block BETWEEN :block_lo AND :block_hi"
     )
-    query = sql.text(
-        f"WITH parts AS (SELECT floor(block * :w / :bucket) AS b, {columns} FROM rollups "
-        "WHERE metric_id IN :metric_ids AND series_id IN :sids AND level = :level "
-        "AND block BETWEEN :block_lo AND :block_hi "
-        f"UNION ALL {_raw_part('points_hot', ':bucket', 'time')} WHERE series_id IN :sids "
-        "AND step BETWEEN :block_lo * :w AND (:block_hi + 1) * :w - 1) "
-        f"{_agg(dialect)}",
-        "sids",
-        "metric_ids",
+    found = sql.fetch_columns(
+        conn,
+        sql.text(statement, "sids", "metric_ids"),
+        {**params, "level": level, "block_lo": block_lo, "block_hi": block_hi},
     )
-    return sql.fetch_text(conn, query, params)
+    return downsampling.Parts.from_columns(found)
 
 
 def block_times(

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from starlette.responses import Response
 
 from server.api.deps import QueryDep, ReaderDep
+from server.api.responses import model_response
 from server.domain.names import RunSort as Sort
 from server.errors import Rejected
 from server.schemas.query import (
@@ -56,10 +58,10 @@ def list_runs(
         str | None, Query(max_length=1000, description="`next_cursor` of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 50,
-) -> RunPageOut:
+) -> Response:
     """A page of runs, most recently active first unless sorted otherwise; `next_cursor`
     continues in the same order (runs that arrive meanwhile do not shift the pages)."""
-    return query.runs_page(
+    page = query.runs_page(
         project=project,
         label=label,
         tag=tag,
@@ -70,6 +72,7 @@ def list_runs(
         limit=limit,
         projects=principal.readable_projects(),
     )
+    return model_response(page)
 
 
 @router.get("/trends", response_model=dict[str, list[float]])
@@ -111,10 +114,10 @@ def get_series(
     step_min: StepMin = None,
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
-) -> SeriesOut:
+) -> Response:
     """Downsampled into at most `max_points` step buckets, each with min, max, mean and last
     over its finite values and counts of NaN/±Inf: a one-step spike is never lost."""
-    return query.series(
+    series = query.series(
         run_id,
         metric,
         source=source,
@@ -124,6 +127,7 @@ def get_series(
         max_points=max_points,
         projects=principal.readable_projects(),
     )
+    return model_response(series)
 
 
 def _run_list(runs: str) -> list[str]:
@@ -143,7 +147,7 @@ def overlay_series(
     step_min: StepMin = None,
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
-) -> ListOut[SeriesOut]:
+) -> Response:
     """The same metric for several runs, for overlays."""
     data = query.series_many(
         _run_list(runs),
@@ -154,7 +158,7 @@ def overlay_series(
         max_points=max_points,
         projects=principal.readable_projects(),
     )
-    return ListOut(data=data, count=len(data))
+    return model_response(ListOut(data=data, count=len(data)))
 
 
 @router.get("/runs/{run_id}/buckets", response_model=ListOut[BucketRowOut])
@@ -166,7 +170,7 @@ def get_buckets(
     step_max: StepMax = None,
     group_by: Literal["none", "gpu", "actor"] = "none",
     basis: Literal["rollout", "trainer"] = "rollout",
-) -> ListOut[BucketRowOut]:
+) -> Response:
     """Token-probability bucket sums over a step range, per GPU or actor if asked."""
     data = query.buckets(
         [run_id],
@@ -176,7 +180,7 @@ def get_buckets(
         basis=basis,
         projects=principal.readable_projects(),
     )
-    return ListOut(data=data, count=len(data))
+    return model_response(ListOut(data=data, count=len(data)))
 
 
 @router.get("/runs/{run_id}/bucket-steps", response_model=ListOut[BucketStepOut])
@@ -188,7 +192,7 @@ def get_bucket_steps(
     step_max: StepMax = None,
     basis: Literal["rollout", "trainer"] = "rollout",
     max_points: Annotated[int, Query(ge=1, le=2000)] = 200,
-) -> ListOut[BucketStepOut]:
+) -> Response:
     """Bucket × step-block sums, for heatmaps."""
     data = query.bucket_steps(
         run_id,
@@ -198,7 +202,7 @@ def get_bucket_steps(
         max_points=max_points,
         projects=principal.readable_projects(),
     )
-    return ListOut(data=data, count=len(data))
+    return model_response(ListOut(data=data, count=len(data)))
 
 
 @router.get("/hardware", response_model=ListOut[HardwareOut])
@@ -208,7 +212,7 @@ def get_hardware(
     metric: Name = "k3_kl",
     runs: Annotated[str | None, Query(max_length=10_000)] = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
-) -> ListOut[HardwareOut]:
+) -> Response:
     """Distribution of a metric per GPU type, over the given runs or a whole project."""
     data = query.hardware(
         metric=metric,
@@ -216,4 +220,4 @@ def get_hardware(
         project=project,
         projects=principal.readable_projects(),
     )
-    return ListOut(data=data, count=len(data))
+    return model_response(ListOut(data=data, count=len(data)))

@@ -1,0 +1,223 @@
+"""The query layer's runs: the runs list (paged, sorted, filtered), run summaries and details,
+trends, configs, metrics. Summaries come from run rows and heads: no value is read.
+
+`QueryService` (`query.py`) adds the series, bucket and hardware reads to these; access control
+(which projects a caller may read) is passed in as `projects`, None meaning every project.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
+from server.domain.metrics import HEADLINE, LATEST
+from server.domain.names import RunStatus
+from server.errors import NotFound, Rejected
+from server.schemas.query import (
+    ActorOut,
+    AnnotationOut,
+    MetricOut,
+    RunConfigOut,
+    RunDetailOut,
+    RunPageOut,
+    RunSummaryOut,
+)
+from server.storage import notes, run_pages, runs, series, trends
+from server.storage.db import Database
+from server.storage.run_pages import Cursor, RunFilter, Sort
+
+
+class RunQueries:
+    def __init__(self, db: Database, *, live_window_s: float = 120.0) -> None:
+        self._db = db
+        self._live_window_s = live_window_s
+
+    # -- runs -------------------------------------------------------------------------------
+    def projects(self, *, projects: Sequence[str] | None = None) -> list[str]:
+        with self._db.read() as conn:
+            names = runs.projects(conn)
+        return [n for n in names if projects is None or n in projects]
+
+    def runs_page(
+        self,
+        *,
+        project: str | None = None,
+        label: str | None = None,
+        tag: str | None = None,
+        text: str | None = None,
+        sort: Sort = "activity",
+        descending: bool = True,
+        cursor: str | None = None,
+        limit: int = 50,
+        projects: Sequence[str] | None = None,
+    ) -> RunPageOut:
+        """One page of runs, filtered and sorted in the database; `cursor` continues a paging."""
+        filters = RunFilter(project, projects, _label_filter(label), tag, text)
+        after = Cursor.decode(cursor) if cursor else None
+        with self._db.read() as conn:
+            page = run_pages.page(
+                conn, filters=filters, sort=sort, descending=descending, after=after, limit=limit
+            )
+            data = self._summaries(conn, page.rows)
+        return RunPageOut(
+            data=data,
+            count=len(data),
+            total=page.total,
+            next_cursor=page.next.encode() if page.next is not None else None,
+        )
+
+    def runs_version(
+        self,
+        *,
+        project: str | None = None,
+        label: str | None = None,
+        tag: str | None = None,
+        text: str | None = None,
+        projects: Sequence[str] | None = None,
+    ) -> str:
+        """A fingerprint of the runs list for these filters: unchanged, nothing to fetch."""
+        filters = RunFilter(project, projects, _label_filter(label), tag, text)
+        with self._db.read() as conn:
+            return run_pages.version(conn, filters=filters)
+
+    def live_runs(self) -> list[tuple[str, str, int | None, float | None]]:
+        """(project, run id, last step, latest vllm-kl) of the runs that are live now."""
+        with self._db.read() as conn:
+            rows = run_pages.live(conn, since=time.time() - self._live_window_s)
+        return [(r.project, r.id, r.last_step, r.k3) for r in rows]
+
+    def list_runs(
+        self,
+        *,
+        project: str | None = None,
+        label: str | None = None,
+        tag: str | None = None,
+        text: str | None = None,
+        limit: int = 500,
+        projects: Sequence[str] | None = None,
+    ) -> list[RunSummaryOut]:
+        """The most recently active runs (the first page, for pickers and exports)."""
+        return self.runs_page(
+            project=project, label=label, tag=tag, text=text, limit=limit, projects=projects
+        ).data
+
+    def trends(
+        self,
+        run_ids: Sequence[str],
+        *,
+        metric: str = HEADLINE,
+        points: int = 30,
+        projects: Sequence[str] | None = None,
+    ) -> dict[str, list[float]]:
+        """Each run's metric in about `points` buckets, for a table's trend column (one query
+        for the page; runs outside `projects` or unknown are left out)."""
+        with self._db.read() as conn:
+            found_runs = runs.configs(conn, run_ids)
+            pks = {r.pk: r.id for r in found_runs if projects is None or r.project in projects}
+            found = trends.trends(conn, list(pks), metric, points)
+        return {pks[pk]: values for pk, values in found.items()}
+
+    def get_run(self, run_id: str, *, projects: Sequence[str] | None = None) -> RunDetailOut:
+        with self._db.read() as conn:
+            row = self._run(conn, run_id, projects, with_config=True)
+            (summary,) = self._summaries(conn, [row])
+            actor_rows = runs.actors(conn, row.pk)
+            annotations = notes.rows(conn, row.pk)
+        return RunDetailOut(
+            **summary.model_dump(),
+            config=runs.loads(row.config, {}),
+            actors=[ActorOut.model_validate(a._mapping) for a in actor_rows],
+            annotations=[
+                AnnotationOut.model_validate({**n._mapping, "run_id": row.id}) for n in annotations
+            ],
+        )
+
+    def run_configs(
+        self, run_ids: Sequence[str], *, projects: Sequence[str] | None = None
+    ) -> list[RunConfigOut]:
+        """Names and configs of the given runs in one query, in the order asked; unknown runs
+        (or runs outside `projects`) are left out."""
+        with self._db.read() as conn:
+            rows = {r.id: r for r in runs.configs(conn, run_ids)}
+        return [
+            RunConfigOut(id=r.id, name=r.name, config=runs.loads(r.config, {}))
+            for run_id in run_ids
+            if (r := rows.get(run_id)) is not None and (projects is None or r.project in projects)
+        ]
+
+    def list_metrics(
+        self, run_id: str, *, projects: Sequence[str] | None = None
+    ) -> list[MetricOut]:
+        with self._db.read() as conn:
+            row = self._run(conn, run_id, projects)
+            rows = series.metric_rows(conn, row.pk)
+        merged: dict[tuple[str, str], MetricOut] = {}
+        for r in rows:
+            out = merged.setdefault(
+                (r.metric, r.source), MetricOut(name=r.metric, source=r.source, actors=[], points=0)
+            )
+            out.actors.append(r.actor)
+            out.points += int(r.points)
+        return list(merged.values())
+
+    def last_step(self, run_id: str, *, projects: Sequence[str] | None = None) -> int | None:
+        """The run's last step: what a live view checks before it asks for anything else."""
+        with self._db.read() as conn:
+            return self._run(conn, run_id, projects).last_step  # type: ignore[no-any-return]
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _run(
+        self,
+        conn: Connection,
+        run_id: str,
+        projects: Sequence[str] | None,
+        *,
+        with_config: bool = False,
+    ) -> Any:
+        row = runs.row(conn, run_id, with_config=with_config)
+        if row is None or (projects is not None and row.project not in projects):
+            raise NotFound(f"no run {run_id!r}; list runs with GET /api/v1/runs")
+        return row
+
+    def _summaries(self, conn: Connection, rows: Sequence[Any]) -> list[RunSummaryOut]:
+        """Run summaries from run rows and heads: no value is read."""
+        pks = [r.pk for r in rows]
+        gpus = runs.gpus(conn, pks)
+        latest = series.latest_values(conn, pks, LATEST)
+        firing = run_pages.firing_counts(conn, [(r.project, r.id) for r in rows])
+        now = time.time()
+        return [
+            RunSummaryOut(
+                id=row.id,
+                name=row.name,
+                project=row.project,
+                tags=runs.loads(row.tags, []),
+                labels=runs.loads(row.labels, {}),
+                status=self._status(row, now),
+                created_at=row.created_at,
+                last_seen=row.last_seen,
+                last_step=row.last_step,
+                gpus=gpus.get(row.pk, []),
+                latest=latest.get(row.pk, {}),
+                firing_alerts=firing.get((row.project, row.id), 0),
+                raw_dropped=row.raw_dropped_at is not None,
+            )
+            for row in rows
+        ]
+
+    def _status(self, row: Any, now: float) -> RunStatus:
+        if row.status in ("finished", "failed"):
+            return row.status  # type: ignore[no-any-return]
+        recent = row.last_seen is not None and now - row.last_seen <= self._live_window_s
+        return "live" if recent and row.last_step is not None else "idle"
+
+
+def _label_filter(text: str | None) -> LabelFilter | None:
+    try:
+        return parse_optional(text)
+    except InvalidLabelFilter as exc:
+        raise Rejected(str(exc)) from exc
