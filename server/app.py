@@ -17,7 +17,7 @@ from server.alarms import wiring
 from server.api import errors
 from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
-from server.api.routes import alarms, health, ingest, runs, tokens
+from server.api.routes import alarms, health, ingest, maintenance, runs, tokens
 from server.config import Settings
 from server.container import Services
 from server.errors import NotFound
@@ -78,8 +78,9 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    for router in (health.router, ingest.router, runs.router, tokens.router, alarms.router):
-        app.include_router(router)
+    routers = (health, ingest, runs, tokens, alarms, maintenance)
+    for module in routers:
+        app.include_router(module.router)
     _document_ingest_body(app)
 
     @app.api_route(

@@ -138,6 +138,7 @@ def _new_tables() -> None:
         "bucket_blocks",
         *_bucket_columns(with_step=False),
         sa.Column("block", BIG, nullable=False),
+        sa.Column("gpu", sa.String(200), nullable=True),
         sa.Column("step_lo", BIG, nullable=False),
         sa.Column("step_hi", BIG, nullable=False),
         sa.Column("steps", BIG, nullable=False),

@@ -10,6 +10,7 @@ import typer
 
 from server.cli.common import DEFAULT_DB, DbOpt, fail
 from server.config import DEFAULT_PORT, Settings
+from server.storage import compaction
 from server.storage import migrate as migrations
 from server.storage.db import Database
 
@@ -81,13 +82,23 @@ def serve(
 
 
 def migrate(db: DbOpt = DEFAULT_DB) -> None:
-    """Create or upgrade the schema (idempotent)."""
+    """Create or upgrade the schema (idempotent), then sort what an upgrade left in the hot
+    tables into compacted chunks and rollups, with a progress bar."""
     database = Database(db)
     try:
         migrations.upgrade(database)
         typer.echo(
             f"schema at revision {migrations.current_revision(database)} ({database.dialect})"
         )
+        with typer.progressbar(length=1, label="compacting stored values") as bar:
+
+            def progress(done: int, total: int) -> None:
+                bar.length = max(total, 1)
+                bar.update(done - bar.pos)
+
+            moved = compaction.compact_all(database, progress)
+        if moved:
+            typer.echo(f"compacted {moved:,} values")
     except Exception as exc:
         fail(f"migration failed: {exc}")
     finally:

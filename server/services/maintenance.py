@@ -80,6 +80,14 @@ class Maintenance:
         self.rounds += 1
         return result
 
+    def retain(
+        self, *, older_than_s: float, project: str | None = None, dry_run: bool = False
+    ) -> retention.RetentionResult:
+        """Retention now (an admin's request, beside the schedule)."""
+        return retention.drop_raw(
+            self._db, older_than_s=older_than_s, project=project, dry_run=dry_run
+        )
+
     def _retain(self) -> None:
         assert self._retention_s is not None
         try:

@@ -15,27 +15,31 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from server.storage import sql
-from server.storage.compaction import BUCKET_BLOCK, BUCKET_SUMS
+from server.storage.compaction import BUCKET_BLOCK, BUCKET_SUMS, SEGMENT_JOIN
 
 GroupBy = Literal["none", "gpu", "actor", "run"]
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 SUMS = ", ".join(BUCKET_SUMS)
 
 _GROUPS = {
-    "gpu": "coalesce(a.gpu, 'unknown')",
+    "gpu": "coalesce(b.gpu, 'unknown')",
     "actor": "b.actor",
     "run": "r.id",
     "none": "'all'",
 }
 
 
-_RAW = f"SELECT run_pk, source, actor, step, basis, idx, lo, hi, {SUMS}, 1 AS steps"
+_RAW = (
+    "SELECT b.run_pk, b.source, b.actor, b.step, b.basis, b.idx, b.lo, b.hi, "
+    + ", ".join(f"b.{s}" for s in BUCKET_SUMS)
+    + ", 1 AS steps, a.gpu"
+)
 _BLOCKS = (
-    f"SELECT run_pk, source, actor, step_lo AS step, basis, idx, lo, hi, {SUMS}, steps "
+    f"SELECT run_pk, source, actor, step_lo AS step, basis, idx, lo, hi, {SUMS}, steps, gpu "
     "FROM bucket_blocks"
 )
-_IN_RANGE = "step BETWEEN :step_min AND :step_max"
-_HOT = f"{_RAW} FROM bucket_hot WHERE run_pk IN :run_pks AND {_IN_RANGE}"
+_IN_RANGE = "b.step BETWEEN :step_min AND :step_max"
+_HOT = f"{_RAW} FROM bucket_hot b {SEGMENT_JOIN} WHERE b.run_pk IN :run_pks AND {_IN_RANGE}"
 _BLOCKS_IN_RANGE = "step_hi >= :step_min AND step_lo <= :step_max"
 
 
@@ -45,7 +49,8 @@ def _bucket_source(step_range: bool) -> str:
     retention dropped (`:dropped`) — else the block sums."""
     if step_range:
         cold = (
-            f"{_RAW} FROM bucket_rows WHERE run_pk IN :run_pks AND {_IN_RANGE} UNION ALL "
+            f"{_RAW} FROM bucket_rows b {SEGMENT_JOIN} WHERE b.run_pk IN :run_pks AND {_IN_RANGE} "
+            "UNION ALL "
             f"{_BLOCKS} WHERE run_pk IN :dropped AND {_BLOCKS_IN_RANGE}"
         )
     else:
@@ -84,8 +89,6 @@ def bucket_totals(
         + ", sum(b.steps) AS steps, "
         "count(DISTINCT b.run_pk || '|' || b.source || '|' || b.actor) AS actors "
         f"FROM ({_bucket_source(ranged)}) AS b JOIN runs r ON r.pk = b.run_pk "
-        "LEFT JOIN actors a ON a.run_pk = b.run_pk AND a.source = b.source "
-        "AND a.actor = b.actor AND b.step BETWEEN a.first_step AND a.last_step "
         f"WHERE b.basis = :basis GROUP BY {keys} ORDER BY {keys}",
         "run_pks",
         "dropped",
@@ -127,7 +130,8 @@ def bucket_blocks(
         source = f"{_BLOCKS} WHERE run_pk IN :run_pks AND {_BLOCKS_IN_RANGE} UNION ALL {_HOT}"
     else:
         source = (
-            f"{_RAW} FROM bucket_rows WHERE run_pk IN :run_pks AND {_IN_RANGE} UNION ALL {_HOT}"
+            f"{_RAW} FROM bucket_rows b {SEGMENT_JOIN} WHERE b.run_pk IN :run_pks "
+            f"AND {_IN_RANGE} UNION ALL {_HOT}"
         )
     query = sql.text(
         "SELECT min(step) AS step, max(step) AS step_end, min(lo) AS lo, max(hi) AS hi, "

@@ -39,6 +39,11 @@ BUCKET_BLOCK = 64  # steps per bucket block
 HOT_ROWS = 262_144  # compact when the hot table holds this many values
 BUCKET_SUMS = ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob")
 BUCKET_KEY = ("run_pk", "source", "actor", "basis", "idx")
+SEGMENT_JOIN = (
+    "LEFT JOIN actors a ON a.run_pk = b.run_pk AND a.source = b.source AND a.actor = b.actor "
+    "AND b.step BETWEEN a.first_step AND a.last_step"
+)
+"""A row's GPU: its actor's GPU segment at its step (`b` the row, `a` the segment)."""
 
 
 def width(level: int) -> int:
@@ -176,14 +181,15 @@ def _move_buckets(conn: Connection, chunk: int) -> int:
         ),
         {"chunk": chunk},
     )
-    block = f"CAST(floor(step / {BUCKET_BLOCK}.0) AS BIGINT)"
+    block = f"CAST(floor(b.step / {BUCKET_BLOCK}.0) AS BIGINT)"
+    b_key = ", ".join(f"b.{k}" for k in BUCKET_KEY)
     conn.execute(
         sa.text(
-            f"INSERT INTO bucket_blocks ({key}, block, lo, hi, {sums}, step_lo, step_hi, steps, "
-            f"chunk) SELECT {key}, {block}, min(lo), max(hi), "
-            + ", ".join(f"sum({s})" for s in BUCKET_SUMS)
-            + f", min(step), max(step), count(*), :chunk FROM moved_bucket_hot "
-            f"GROUP BY {key}, {block} ORDER BY run_pk, {block}"
+            f"INSERT INTO bucket_blocks ({key}, block, gpu, lo, hi, {sums}, step_lo, step_hi, "
+            f"steps, chunk) SELECT {b_key}, {block}, a.gpu, min(b.lo), max(b.hi), "
+            + ", ".join(f"sum(b.{s})" for s in BUCKET_SUMS)
+            + ", min(b.step), max(b.step), count(*), :chunk FROM moved_bucket_hot b "
+            f"{SEGMENT_JOIN} GROUP BY {b_key}, {block}, a.gpu ORDER BY b.run_pk, {block}"
         ),
         {"chunk": chunk},
     )
@@ -220,12 +226,12 @@ MERGES: dict[str, tuple[str, str, str]] = {
         "metric_id, series_id, level, block",
     ),
     "bucket_blocks": (
-        f"{', '.join(BUCKET_KEY)}, block, lo, hi, {', '.join(BUCKET_SUMS)}, step_lo, step_hi, "
-        "steps",
+        f"{', '.join(BUCKET_KEY)}, block, gpu, lo, hi, {', '.join(BUCKET_SUMS)}, step_lo, "
+        "step_hi, steps",
         "min(lo), max(hi), "
         + ", ".join(f"sum({s})" for s in BUCKET_SUMS)
         + ", min(step_lo), max(step_hi), sum(steps)",
-        f"{', '.join(BUCKET_KEY)}, block",
+        f"{', '.join(BUCKET_KEY)}, block, gpu",
     ),
 }
 

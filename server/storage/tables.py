@@ -215,6 +215,7 @@ bucket_blocks = sa.Table(
     metadata,
     *(c for c in _bucket_columns() if c.name != "step"),
     sa.Column("block", sa.BigInteger, nullable=False),
+    sa.Column("gpu", sa.String(200), nullable=True),  # a block never mixes GPU segments
     sa.Column("step_lo", sa.BigInteger, nullable=False),
     sa.Column("step_hi", sa.BigInteger, nullable=False),
     sa.Column("steps", sa.BigInteger, nullable=False),

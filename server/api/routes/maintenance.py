@@ -1,0 +1,48 @@
+"""Maintenance over HTTP, for the CLI while a server holds the database: retention."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from server.api.deps import AdminDep, ServicesDep
+from server.errors import Forbidden
+from server.schemas.query import Out
+
+router = APIRouter(prefix="/api/v1/maintenance", tags=["maintenance"])
+
+
+class RetentionIn(BaseModel):
+    older_than_s: float = Field(gt=0, description="Runs quiet for longer than this, in seconds")
+    project: str | None = Field(default=None, max_length=128)
+    dry_run: bool = False
+
+
+class RetentionOut(Out):
+    runs: list[str] = Field(description="Runs whose raw values were (or would be) dropped")
+    values: int
+    bucket_rows: int
+    bytes_before: int | None
+    bytes_after: int | None
+
+
+@router.post("/retention", response_model=RetentionOut)
+def retention(body: RetentionIn, services: ServicesDep, principal: AdminDep) -> RetentionOut:
+    """Drop the raw values of runs quiet for longer than `older_than_s` (their rollups, block
+    sums, heads, annotations and alerts stay, so their charts still draw)."""
+    project = body.project
+    scope = principal.readable_projects()
+    if scope is not None:  # an admin of one project retains only that project
+        if project is not None and project not in scope:
+            raise Forbidden(f"this token cannot change project {project!r}")
+        project = project or scope[0]
+    found = services.maintenance.retain(
+        older_than_s=body.older_than_s, project=project, dry_run=body.dry_run
+    )
+    return RetentionOut(
+        runs=found.runs,
+        values=found.values,
+        bucket_rows=found.bucket_rows,
+        bytes_before=found.bytes_before,
+        bytes_after=found.bytes_after,
+    )
