@@ -26,3 +26,13 @@ def sparkline(values: list[float]) -> str:
         else:
             out.append(SPARK[min(len(SPARK) - 1, int((v - lo) / span * (len(SPARK) - 1) + 0.5))])
     return "".join(out)
+
+
+# Said of a view (or of some of its runs) when retention dropped the raw values: each point is a
+# step block's min/max/mean, however far one zooms in.
+ROLLUPS_ONLY = "drawn from rollups (raw values dropped by retention)"
+
+
+def rollups_note(runs: list[str]) -> str:
+    """A title's suffix naming the runs drawn from rollups only; empty when there are none."""
+    return f" · {ROLLUPS_ONLY}: {', '.join(runs)}" if runs else ""

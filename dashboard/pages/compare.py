@@ -11,6 +11,7 @@ from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
 from dashboard.configdiff import diff
 from dashboard.figures.series import difference_figure, series_figure
+from dashboard.figures.text import rollups_note
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain.metrics import COMPARE, HEADLINE, LOG_SCALE
@@ -180,8 +181,9 @@ def view(
     if not chosen:
         return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
     ref = ref if ref in chosen else chosen[0]
-    configs, drawn = fetch(query, chosen, metric)
+    configs, drawn, coarse = fetch(query, chosen, metric)
     names = {r: (f"{c.name} (reference)" if r == ref else c.name) for r, c in configs.items()}
+    note = rollups_note([names[r] for r in coarse])
     divergence = {}
     rows = []
     ref_pairs = [(p["step"], _value(p)) for p in drawn.get(ref, [])]
@@ -197,13 +199,13 @@ def view(
         fig = difference_figure(
             (names[ref], drawn[ref]),
             [(names[r], drawn[r]) for r in ordered[1:]],
-            title=f"{metric}: difference to reference",
+            title=f"{metric}: difference to reference{note}",
             divergence=divergence,
         )
     else:
         fig = series_figure(
             [(names[r], drawn[r]) for r in ordered],
-            title=metric,
+            title=f"{metric}{note}",
             log_y=metric in LOG_SCALE,
             height=380,
         )
@@ -213,12 +215,15 @@ def view(
 
 def fetch(
     query: QueryLike, run_ids: list[str], metric: str
-) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """The page's data: each run's name and config, and its series at POINTS step buckets (one
-    fetch serves both the overlay and the divergence search)."""
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
+    """The page's data: each run's name and config, its series at POINTS step buckets (one
+    fetch serves both the overlay and the divergence search), and the runs drawn from rollups
+    only (retention dropped their raw values)."""
     configs = {c.id: c for c in query.run_configs(run_ids)}
-    drawn = {r: dump(query.series(r, metric, max_points=POINTS))["points"] for r in configs}
-    return configs, drawn
+    found = {r: query.series(r, metric, max_points=POINTS) for r in configs}
+    drawn = {r: dump(series)["points"] for r, series in found.items()}
+    coarse = [r for r, series in found.items() if series.rollup_only]
+    return configs, drawn, coarse
 
 
 def _value(point: dict[str, Any]) -> float:

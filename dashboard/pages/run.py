@@ -14,6 +14,7 @@ from dash import ALL, Input, Output, State, callback_context, dcc, html, no_upda
 
 from dashboard import ids
 from dashboard.figures.series import series_figure
+from dashboard.figures.text import ROLLUPS_ONLY
 from dashboard.pages import run_data
 from dashboard.pages.run_data import MAX_POINTS, groups_for
 from dashboard.query import AlertsLike, QueryLike
@@ -49,7 +50,9 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 2000, **_
             html.H2(detail.name, id=ids.RUN_TITLE),
             html.Div(
                 f"{detail.id} · project {detail.project} · {detail.status} · last step "
-                f"{detail.last_step} · GPUs: {', '.join(detail.gpus) or 'unknown'}",
+                f"{detail.last_step} · GPUs: {', '.join(detail.gpus) or 'unknown'}"
+                + (f" · {ROLLUPS_ONLY}" if detail.raw_dropped else ""),
+                id=ids.RUN_SUBTITLE,
                 style={"color": "#555", "marginBottom": "8px"},
             ),
             _controls(params, sorted({m.name for m in metrics})),

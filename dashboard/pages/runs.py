@@ -38,6 +38,10 @@ COLUMNS = [
     ("alarms", "firing alarms"),
 ]
 INLINE = {"marginLeft": "8px"}
+# Shown while a load is in flight for longer than 0.4 s (so quick polls never flash it): the
+# rows on screen are the previous list's until the new one arrives.
+BUSY = {"visibility": "visible", "color": "#777", "transition": "visibility 0s linear 0.4s"}
+IDLE = {"visibility": "hidden", "color": "#777", "transition": "visibility 0s"}
 POLL = f"{ids.RUNS_REFRESH}.n_intervals"
 RESTARTS = {
     f"{ids.RUNS_FILTER_PROJECT}.value",
@@ -52,7 +56,13 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
         [
             html.H2("Runs"),
             _filters(query.projects(), params),
-            html.Div("loading runs…", id=ids.RUNS_STATUS, style={"margin": "6px 0"}),
+            html.Div(
+                [
+                    html.Span("loading runs…", id=ids.RUNS_STATUS),
+                    html.Span(" ⟳ loading…", id=ids.RUNS_BUSY, style=IDLE),
+                ],
+                style={"margin": "6px 0"},
+            ),
             _table(),
             html.Div(id=ids.RUNS_OPEN_LINKS, style={"marginTop": "8px"}),
             dcc.Store(id=ids.RUNS_CURSORS, data=[None]),
@@ -196,6 +206,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.RUNS_REFRESH, "n_intervals"),
         State(ids.RUNS_CURSORS, "data"),
         State(ids.RUNS_VERSION, "data"),
+        running=[(Output(ids.RUNS_BUSY, "style"), BUSY, IDLE)],
     )
     def _load(
         project: str | None,

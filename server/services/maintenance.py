@@ -57,14 +57,16 @@ class Maintenance:
             self._thread.join(60)
 
     def _loop(self) -> None:
-        last_retention = 0.0
+        last_retention: float | None = None  # the first round retains at once
         while not self._stop.is_set():
             self._wake.wait(self._quiet_s)
             self._wake.clear()
             if self._stop.is_set():
                 return
             self.run_once()
-            if self._retention_s and time.monotonic() - last_retention > RETENTION_EVERY_S:
+            if self._retention_s is not None and (
+                last_retention is None or time.monotonic() - last_retention > RETENTION_EVERY_S
+            ):
                 last_retention = time.monotonic()
                 self._retain()
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from server.api.deps import AdminDep, ServicesDep
-from server.errors import Forbidden
+from server.errors import Forbidden, Malformed
 from server.schemas.query import Out
 
 router = APIRouter(prefix="/api/v1/maintenance", tags=["maintenance"])
@@ -35,6 +35,8 @@ def retention(body: RetentionIn, services: ServicesDep, principal: AdminDep) -> 
     if scope is not None:  # an admin of one project retains only that project
         if project is not None and project not in scope:
             raise Forbidden(f"this token cannot change project {project!r}")
+        if project is None and len(scope) != 1:
+            raise Malformed("name the project (--project): this token administers several")
         project = project or scope[0]
     found = services.maintenance.retain(
         older_than_s=body.older_than_s, project=project, dry_run=body.dry_run
