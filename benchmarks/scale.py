@@ -10,7 +10,7 @@ HTTP (medians of 7 calls after a warm-up):
 - series: one run's k3_kl at 1,000 points;
 - overlay: 4 runs' k3_kl at 1,000 points each;
 - hardware: k3_kl per GPU type over the whole project;
-- run page: what the run page reads (the run, its metrics, every panel's series);
+- run page: what the run page reads (the run, its metrics, every panel's series in one call);
 - landing page: headless Chromium from navigation to the first row of the runs table;
 - ingest with a dashboard open vs idle: 4 clients posting new steps, with and without Chromium
   showing the runs page and a run page (alternated, medians).
@@ -126,12 +126,11 @@ def http_times(url: str, runs: int) -> dict[str, float]:
     one = run_id(runs // 2)
     four = ",".join(run_id(i) for i in (0, runs // 3, runs // 2, runs - 1))
 
-    def run_page() -> None:
+    def run_page() -> None:  # as the dashboard reads it: the run, its metrics, every panel
         get(f"/api/v1/runs/{one}")
         names = {m["name"] for m in get(f"/api/v1/runs/{one}/metrics")["data"]}
-        for metric in CANONICAL:
-            if metric in names:
-                get(f"/api/v1/runs/{one}/series?metric={metric}&max_points=1000")
+        panels = ",".join(m for m in CANONICAL if m in names)
+        get(f"/api/v1/series?runs={one}&metrics={panels}&max_points=1000")
 
     out = {
         "runs_list_ms": timed(lambda: get("/api/v1/runs?limit=50")),

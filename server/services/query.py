@@ -8,19 +8,15 @@ in `runs_query.py`; the series, bucket and hardware reads here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from sqlalchemy.engine import Connection
 
 from server.errors import Rejected
 from server.schemas.query import BucketRowOut, BucketStepOut, HardwareOut, SeriesOut
 from server.services.runs_query import RunQueries
 from server.storage import aggregates, runs, series
 from server.storage.aggregates import GroupBy
-from server.storage.series import SeriesResult
 
 MAX_POINTS_LIMIT = 100_000
-MAX_OVERLAY = 50
+MAX_GRID = 200  # series in one overlay or run-page read
 
 
 class QueryService(RunQueries):
@@ -41,7 +37,8 @@ class QueryService(RunQueries):
         with self._db.read() as conn:
             row = self._run(conn, run_id, projects)
             source, heads = series.find(conn, row.pk, metric, source, actor)
-            result = self._blocks(conn, row.pk, source, heads, step_min, step_max, max_points)
+            wanted = series.Wanted(row.pk, source, heads, step_min, step_max, max_points)
+            result = series.read(conn, [wanted])[0]
         return _series_out(run_id, metric, source, actor, step_min, step_max, result)
 
     def run_series(
@@ -55,50 +52,21 @@ class QueryService(RunQueries):
         projects: Sequence[str] | None = None,
     ) -> dict[str, SeriesOut]:
         """Several metrics of one run (each from its trainer side when it has one): what a run
-        page draws, with one lookup of the run and its series for all of them."""
-        check_range(step_min, step_max, max_points)
-        with self._db.read() as conn:
-            row = self._run(conn, run_id, projects)
-            found = series.find_many(conn, row.pk, metrics)
-            results = {
-                metric: (
-                    source,
-                    self._blocks(conn, row.pk, source, heads, step_min, step_max, max_points),
-                )
-                for metric, (source, heads) in found.items()
-            }
-        return {
-            metric: _series_out(run_id, metric, source, None, step_min, step_max, result)
-            for metric, (source, result) in results.items()
-        }
-
-    def _blocks(
-        self,
-        conn: Connection,
-        run_pk: int,
-        source: str | None,
-        heads: Sequence[Any],
-        step_min: int | None,
-        step_max: int | None,
-        max_points: int,
-    ) -> SeriesResult:
-        if not heads:
-            return series.EMPTY
-        return series.blocks(
-            conn,
-            self._db.dialect,
-            run_pk=run_pk,
-            source=source,
-            heads=heads,
+        page draws; the metrics the run lacks are left out."""
+        found = self.series_grid(
+            [run_id],
+            metrics,
             step_min=step_min,
             step_max=step_max,
             max_points=max_points,
+            projects=projects,
         )
+        return {s.metric: s for s in found if s.source is not None}
 
-    def series_many(
+    def series_grid(
         self,
         run_ids: Sequence[str],
-        metric: str,
+        metrics: Sequence[str],
         *,
         source: str | None = None,
         step_min: int | None = None,
@@ -106,22 +74,30 @@ class QueryService(RunQueries):
         max_points: int = 1000,
         projects: Sequence[str] | None = None,
     ) -> list[SeriesOut]:
-        if not run_ids:
-            raise Rejected("give at least one run id in `runs`")
-        if len(run_ids) > MAX_OVERLAY:
-            raise Rejected(f"at most {MAX_OVERLAY} runs can be overlaid at once")
-        return [
-            self.series(
-                run_id,
-                metric,
-                source=source,
-                step_min=step_min,
-                step_max=step_max,
-                max_points=max_points,
-                projects=projects,
-            )
-            for run_id in run_ids
+        """Each run's series of each metric, run by run in the order asked (an overlay is many
+        runs × one metric, a run page one run × many), on one connection with one lookup of
+        each run's series; a metric a run lacks comes back empty."""
+        if not run_ids or not metrics:
+            raise Rejected("give at least one run id in `runs` and one metric")
+        if len(run_ids) * len(metrics) > MAX_GRID:
+            raise Rejected(f"at most {MAX_GRID} series at once (runs × metrics)")
+        check_range(step_min, step_max, max_points)
+        with self._db.read() as conn:
+            rows = self._runs(conn, run_ids, projects)
+            found = series.find_many(conn, [r.pk for r in rows], metrics, source)
+            grid = [
+                (row, m, *found.get((row.pk, m), (source, []))) for row in rows for m in metrics
+            ]
+            wanted = [
+                series.Wanted(row.pk, side, heads, step_min, step_max, max_points)
+                for row, _, side, heads in grid
+            ]
+            results = series.read(conn, wanted)
+        out = [
+            _series_out(row.id, metric, side, None, step_min, step_max, result)
+            for (row, metric, side, _), result in zip(grid, results, strict=True)
         ]
+        return out
 
     # -- buckets and hardware ---------------------------------------------------------------
     def buckets(

@@ -183,6 +183,17 @@ class RunQueries:
             raise NotFound(f"no run {run_id!r}; list runs with GET /api/v1/runs")
         return row
 
+    def _runs(
+        self, conn: Connection, run_ids: Sequence[str], projects: Sequence[str] | None
+    ) -> list[Any]:
+        """`_run` for several runs in one query, in the order asked."""
+        found = runs.rows_by_id(conn, run_ids)
+        for run_id in run_ids:
+            row = found.get(run_id)
+            if row is None or (projects is not None and row.project not in projects):
+                raise NotFound(f"no run {run_id!r}; list runs with GET /api/v1/runs")
+        return [found[run_id] for run_id in run_ids]
+
     def _summaries(self, conn: Connection, rows: Sequence[Any]) -> list[RunSummaryOut]:
         """Run summaries from run rows and heads: no value is read."""
         pks = [r.pk for r in rows]

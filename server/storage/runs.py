@@ -174,6 +174,14 @@ def row(conn: Connection, run_id: str, *, with_config: bool = False) -> Any | No
     return conn.execute(sa.select(*columns).where(t.runs.c.id == run_id)).first()
 
 
+def rows_by_id(conn: Connection, run_ids: Sequence[str]) -> dict[str, Any]:
+    """The rows of the given runs (those that exist), by id, in one query."""
+    if not run_ids:
+        return {}
+    query = sa.select(*RUN_COLUMNS).where(t.runs.c.id.in_(list(run_ids)))
+    return {row.id: row for row in conn.execute(query)}
+
+
 def configs(conn: Connection, run_ids: Sequence[str]) -> list[Any]:
     """Id, name, project and config of the given runs: what a comparison of configs needs."""
     if not run_ids:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -135,93 +136,172 @@ def find(
 
 
 def find_many(
-    conn: Connection, run_pk: int, metrics: Sequence[str]
-) -> dict[str, tuple[str | None, list[Any]]]:
-    """`find` for several metrics of one run, in one query (the run page's panels)."""
+    conn: Connection, run_pks: Sequence[int], metrics: Sequence[str], source: str | None = None
+) -> dict[tuple[int, str], tuple[str | None, list[Any]]]:
+    """`find` for several metrics of several runs in one query, keyed by (run pk, metric): an
+    overlay's runs or a run page's panels."""
     s = t.series.c
-    query = sa.select(s.metric, *HEAD_COLUMNS).where(
-        s.run_pk == run_pk, s.metric.in_(list(metrics))
+    query = sa.select(s.run_pk, s.metric, *HEAD_COLUMNS).where(
+        s.run_pk.in_(list(run_pks)), s.metric.in_(list(metrics))
     )
-    by_metric: dict[str, list[Any]] = {}
+    if source is not None:
+        query = query.where(s.source == source)
+    grouped: dict[tuple[int, str], list[Any]] = {}
     for row in conn.execute(query):
-        by_metric.setdefault(row.metric, []).append(row)
-    out = {}
-    for metric, rows in by_metric.items():
+        grouped.setdefault((row.run_pk, row.metric), []).append(row)
+    out: dict[tuple[int, str], tuple[str | None, list[Any]]] = {}
+    for key, rows in grouped.items():
         sources = {r.source for r in rows}
-        source = "trainer" if "trainer" in sources else min(sources)
-        out[metric] = (source, [r for r in rows if r.source == source])
+        side = "trainer" if "trainer" in sources else min(sources)
+        out[key] = (side, [r for r in rows if r.source == side])
     return out
 
 
-def blocks(
-    conn: Connection,
-    dialect: str,
-    *,
-    run_pk: int,
-    source: str | None,
-    heads: Sequence[Any],
-    step_min: int | None,
-    step_max: int | None,
-    max_points: int,
-) -> SeriesResult:
-    """A series (the series of `heads`, merged step by step) in buckets (module docstring)."""
-    found = [h for h in heads if h.points]
+@dataclass(frozen=True)
+class Wanted:
+    """One series to read: its run and side, its heads (one per actor, merged step by step),
+    and the view asked for."""
+
+    run_pk: int
+    source: str | None
+    heads: Sequence[Any]
+    step_min: int | None = None
+    step_max: int | None = None
+    max_points: int = 1000
+
+
+@dataclass(frozen=True)
+class _View:
+    wanted: Wanted
+    sids: list[int]
+    metric_ids: list[int]
+    plan: Plan
+
+
+def _view(wanted: Wanted) -> _View | None:
+    """The plan of one read, or None when there is nothing in its range."""
+    found = [h for h in wanted.heads if h.points]
     if not found:
-        return EMPTY
+        return None
+    step_min, step_max = wanted.step_min, wanted.step_max
     lo = max(step_min if step_min is not None else -1, min(h.first_step for h in found))
     hi = min(step_max if step_max is not None else 2**62, max(h.last_step for h in found))
     if lo > hi:
-        return EMPTY
+        return None
     dropped = max(
         (h.raw_dropped_until for h in found if h.raw_dropped_until is not None), default=None
     )
-    p = plan(lo, hi, max_points, raw_dropped_until=dropped)
-    params = {"sids": [h.id for h in found], "metric_ids": sorted({h.metric_id for h in found})}
-    if p.level == 0:
-        parts = _raw_parts(conn, params, lo, hi, cold=True)
-        rows = downsampling.buckets(parts, p.bucket)
-        times = block_times(conn, run_pk, source, lo, hi, p.bucket)
-        rows = [(*r[:-1], times.get(int(r[1]), r[-1])) for r in rows]
-    else:
-        w = width(p.level)
-        rollups = _rollup_parts(conn, params, p.level, lo // w, hi // w)
-        hot = _raw_parts(conn, params, lo // w * w, (hi // w + 1) * w - 1, cold=False)
-        rows = downsampling.buckets(downsampling.Parts.concat([rollups, hot]), p.bucket)
-    total = sum(int(r[6]) for r in rows)
-    return SeriesResult(total, p.bucket, rows, p.rollup_only)
-
-
-def _raw_parts(
-    conn: Connection, params: dict[str, Any], lo: int, hi: int, *, cold: bool
-) -> downsampling.Parts:
-    """Raw values in [lo, hi] as parts: the hot ones (with their times) and, when `cold`, the
-    compacted ones."""
-    where = "series_id IN :sids AND step BETWEEN :lo AND :hi"
-    statement = f"SELECT step, value, time FROM points_hot WHERE {where}"
-    if cold:
-        statement = (
-            "SELECT step, value, CAST(NULL AS DOUBLE PRECISION) AS time FROM points "
-            f"WHERE metric_id IN :metric_ids AND {where} UNION ALL {statement}"
-        )
-    found = sql.fetch_columns(
-        conn, sql.text(statement, "sids", "metric_ids"), {**params, "lo": lo, "hi": hi}
+    return _View(
+        wanted,
+        [h.id for h in found],
+        sorted({h.metric_id for h in found}),
+        plan(lo, hi, wanted.max_points, raw_dropped_until=dropped),
     )
-    return downsampling.Parts.from_values(found["step"], found["value"], found["time"])
 
 
-def _rollup_parts(
-    conn: Connection, params: dict[str, Any], level: int, block_lo: int, block_hi: int
-) -> downsampling.Parts:
-    statement = (
-        f"SELECT {', '.join(downsampling.FIELDS)} FROM rollups WHERE metric_id IN :metric_ids "
-        "AND series_id IN :sids AND level = :level AND block BETWEEN :block_lo AND :block_hi"
-    )
-    found = sql.fetch_columns(
+def read(conn: Connection, wanted: Sequence[Wanted]) -> list[SeriesResult]:
+    """Several series in buckets, in the order asked. The reads at one rollup level share one
+    scan of the rollups and one of the hot values, those of raw values one scan: a run page or
+    an overlay costs a few queries, however many series it draws (each query's fixed cost is
+    what a thousand-bucket read mostly pays)."""
+    views = [_view(w) for w in wanted]
+    results = [EMPTY] * len(wanted)
+    for level in sorted({v.plan.level for v in views if v is not None}):
+        chosen = [i for i, v in enumerate(views) if v is not None and v.plan.level == level]
+        at_level = [v for i in chosen if (v := views[i]) is not None]
+        found = _raw(conn, at_level) if level == 0 else _rolled_up(conn, at_level, level)
+        for i, rows in zip(chosen, found, strict=True):
+            results[i] = rows
+    return results
+
+
+def _rolled_up(conn: Connection, views: Sequence[_View], level: int) -> list[SeriesResult]:
+    w = width(level)
+    first = min(v.plan.lo // w for v in views) * w
+    last = (max(v.plan.hi // w for v in views) + 1) * w - 1
+    params = _ids(views) | {"lo": first, "hi": last, "level": level}
+    rollups = _columns(
         conn,
-        sql.text(statement, "sids", "metric_ids"),
-        {**params, "level": level, "block_lo": block_lo, "block_hi": block_hi},
+        f"SELECT series_id, {', '.join(downsampling.FIELDS)} FROM rollups "
+        "WHERE metric_id IN :metric_ids AND series_id IN :sids AND level = :level "
+        "AND block BETWEEN :block_lo AND :block_hi",
+        params | {"block_lo": first // w, "block_hi": last // w},
     )
-    return downsampling.Parts.from_columns(found)
+    hot = _columns(
+        conn,
+        "SELECT series_id, step, value, time FROM points_hot "
+        "WHERE series_id IN :sids AND step BETWEEN :lo AND :hi",
+        params,
+    )
+    out = []
+    for v in views:
+        lo, hi = v.plan.lo // w * w, (v.plan.hi // w + 1) * w - 1
+        parts = downsampling.Parts.concat(
+            [
+                downsampling.Parts.from_columns(_pick(rollups, v.sids, "step_lo", lo, hi)),
+                _values(_pick(hot, v.sids, "step", lo, hi)),
+            ]
+        )
+        rows = downsampling.buckets(parts, v.plan.bucket)
+        out.append(SeriesResult(_total(parts), v.plan.bucket, rows, v.plan.rollup_only))
+    return out
+
+
+def _raw(conn: Connection, views: Sequence[_View]) -> list[SeriesResult]:
+    params = _ids(views) | {
+        "lo": min(v.plan.lo for v in views),
+        "hi": max(v.plan.hi for v in views),
+    }
+    where = "series_id IN :sids AND step BETWEEN :lo AND :hi"
+    found = _columns(
+        conn,
+        "SELECT series_id, step, value, CAST(NULL AS DOUBLE PRECISION) AS time FROM points "
+        f"WHERE metric_id IN :metric_ids AND {where} "
+        f"UNION ALL SELECT series_id, step, value, time FROM points_hot WHERE {where}",
+        params,
+    )
+    out = []
+    times_of: dict[tuple[int, str | None, int, int, int], dict[int, float]] = {}
+    for v in views:
+        p = v.plan
+        parts = _values(_pick(found, v.sids, "step", p.lo, p.hi))
+        rows = downsampling.buckets(parts, p.bucket)
+        key = (v.wanted.run_pk, v.wanted.source, p.lo, p.hi, p.bucket)
+        if key not in times_of:  # a run page's panels share them
+            times_of[key] = block_times(conn, *key)
+        times = times_of[key]
+        rows = [(*r[:-1], times.get(int(r[1]), r[-1])) for r in rows]
+        out.append(SeriesResult(_total(parts), p.bucket, rows, p.rollup_only))
+    return out
+
+
+def _total(parts: downsampling.Parts) -> int:
+    return int(parts.columns["total"].sum())
+
+
+def _ids(views: Sequence[_View]) -> dict[str, Any]:
+    return {
+        "sids": sorted({sid for v in views for sid in v.sids}),
+        "metric_ids": sorted({m for v in views for m in v.metric_ids}),
+    }
+
+
+def _columns(conn: Connection, statement: str, params: dict[str, Any]) -> dict[str, np.ndarray]:
+    found = sql.fetch_columns(conn, sql.text(statement, "sids", "metric_ids"), params)
+    return {name: np.asarray(column) for name, column in found.items()}
+
+
+def _pick(
+    columns: dict[str, np.ndarray], sids: Sequence[int], step: str, lo: int, hi: int
+) -> dict[str, np.ndarray]:
+    """The rows of one read: its series, its step range."""
+    steps = columns[step]
+    mask = np.isin(columns["series_id"], sids) & (steps >= lo) & (steps <= hi)
+    return {name: column[mask] for name, column in columns.items()}
+
+
+def _values(columns: dict[str, np.ndarray]) -> downsampling.Parts:
+    return downsampling.Parts.from_values(columns["step"], columns["value"], columns["time"])
 
 
 def block_times(

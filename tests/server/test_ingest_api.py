@@ -201,3 +201,36 @@ def test_run_list_filters(server: Any) -> None:
     assert ids("?tag=ref") == ["f1"]
     assert ids("?text=after") == ["f2"]
     assert server.query("/api/v1/projects")["data"] == ["p1", "p2"]
+
+
+def test_overlays_and_run_pages_read_through_one_endpoint(server: Any) -> None:
+    for run_id in ("o1", "o2"):
+        records = [
+            record(run_id, s, {"k3_kl": 1e-3 * (s + 1), "grad_norm": 2.0}) for s in range(30)
+        ]
+        body = {"run": run_upsert(run_id), "records": records}
+        assert server.post("/api/v1/ingest", body).status_code == 200
+    overlay = server.query("/api/v1/series?runs=o2,o1&metric=k3_kl&max_points=10")
+    assert [(s["run_id"], s["metric"]) for s in overlay["data"]] == [
+        ("o2", "k3_kl"),
+        ("o1", "k3_kl"),
+    ]
+    panels = server.query("/api/v1/series?runs=o1&metrics=k3_kl,grad_norm,absent&max_points=10")
+    assert [(s["metric"], s["total_points"]) for s in panels["data"]] == [
+        ("k3_kl", 30),
+        ("grad_norm", 30),
+        ("absent", 0),
+    ]
+    single = _series(server, "o1", "k3_kl", max_points=10)
+    assert panels["data"][0] == single
+    for query, message in (
+        ("runs=o1&metric=k3_kl&metrics=a", "either `metric`"),
+        ("runs=o1", "either `metric`"),
+        ("runs=o1&metrics=,,", "comma-separated list of metric names"),
+        ("runs=o1,zz&metric=k3_kl", "no run 'zz'"),
+    ):
+        response = server.get(f"/api/v1/series?{query}")
+        assert 400 <= response.status_code < 500 and message in response.text, (
+            query,
+            response.text,
+        )

@@ -7,12 +7,14 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
 from server.auth import OPEN
+from server.errors import NotFound, Rejected
 from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
-from server.storage import compaction, migrate
+from server.storage import compaction, migrate, series
 from server.storage.db import Database
 
 
@@ -164,3 +166,75 @@ def test_step_range_outside_data_is_empty(services: tuple[IngestService, QuerySe
     _load(ingest, "short", np.arange(10, dtype=float))
     assert query.series("short", "k3_kl", step_min=50).points == []
     assert query.series("short", "missing_metric").total_points == 0
+
+
+def test_a_grid_read_equals_its_series_read_one_by_one(
+    services: tuple[IngestService, QueryService], database: Database
+) -> None:
+    """Runs of different lengths (different rollup levels), partly hot, with several metrics
+    and a metric one run lacks: the batched read answers exactly what single reads answer."""
+    ingest, query = services
+    rng = np.random.default_rng(11)
+    lengths = {"g-long": 60_000, "g-mid": 7_000, "g-short": 900}
+    for run_id, steps in lengths.items():
+        values = rng.lognormal(-7, 1, steps)
+        values[steps // 3] = np.nan
+        _load(ingest, run_id, values)
+    extra = [
+        {"run_id": "g-mid", "step": s, "source": "rollout", "actor": "r0", "metrics": {"ent": 0.5}}
+        for s in range(100)
+    ]
+    ingest.ingest(IngestIn.model_validate({"records": extra}), OPEN)
+    compaction.compact(database)
+    tail = [
+        {
+            "run_id": "g-long",
+            "step": 60_000 + s,
+            "source": "trainer",
+            "actor": "t0",
+            "metrics": {"k3_kl": 1.0},
+        }
+        for s in range(50)
+    ]  # stays hot
+    ingest.ingest(IngestIn.model_validate({"records": tail}), OPEN)
+
+    runs, metrics = list(lengths), ["k3_kl", "ent"]
+    for window in ({}, {"step_min": 500, "step_max": 3_000}, {"step_min": 59_990}):
+        grid = query.series_grid(runs, metrics, max_points=300, **window)
+        assert [(s.run_id, s.metric) for s in grid] == [(r, m) for r in runs for m in metrics]
+        for got in grid:
+            one = query.series(got.run_id, got.metric, max_points=300, **window)
+            assert got.model_dump_json() == one.model_dump_json(), (got.run_id, got.metric)
+    assert [s.total_points for s in grid if s.metric == "ent"] == [0, 0, 0]  # none past 59,990
+    page = query.run_series("g-mid", ["k3_kl", "ent", "absent"], max_points=50)
+    assert sorted(page) == ["ent", "k3_kl"] and page["ent"].source == "rollout"
+
+
+def test_a_grid_read_refuses_what_it_cannot_answer(
+    services: tuple[IngestService, QueryService],
+) -> None:
+    ingest, query = services
+    _load(ingest, "g1", np.ones(10))
+    with pytest.raises(NotFound, match="no run 'nope'"):
+        query.series_grid(["g1", "nope"], ["k3_kl"])
+    with pytest.raises(NotFound):
+        query.series_grid(["g1"], ["k3_kl"], projects=["elsewhere"])
+    with pytest.raises(Rejected, match="at most"):
+        query.series_grid(["g1"] * 201, ["k3_kl"])
+
+
+def test_reads_of_one_series_in_different_windows_stay_apart(
+    services: tuple[IngestService, QueryService], database: Database
+) -> None:
+    ingest, _ = services
+    _load(ingest, "w", np.random.default_rng(5).lognormal(-7, 1, 20_000))
+    compaction.compact(database)
+    windows = [(0, 99, 100), (5_000, 6_000, 100), (0, 19_999, 100), (100, 1_000, 20)]
+    with database.read() as conn:
+        pk = conn.execute(sa.text("SELECT pk FROM runs WHERE id = 'w'")).scalar_one()
+        source, heads = series.find(conn, pk, "k3_kl", None, None)
+        wanted = [series.Wanted(pk, source, heads, lo, hi, n) for lo, hi, n in windows]
+        together = series.read(conn, wanted)
+        alone = [series.read(conn, [w])[0] for w in wanted]
+    assert together == alone
+    assert [r.blocks[0][0] for r in together] == [0, 5_000, 0, 96]  # each its own first bucket

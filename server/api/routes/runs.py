@@ -85,7 +85,7 @@ def get_trends(
 ) -> dict[str, list[float]]:
     """Each run's metric in about `points` buckets (mean of each bucket's finite values): the
     trend column of a runs table, for a page of runs in one read."""
-    ids = _run_list(runs)
+    ids = _split(runs, "runs", "run ids")
     if len(ids) > 500:
         raise Rejected("at most 500 runs at once")
     return query.trends(ids, metric=metric, points=points, projects=principal.readable_projects())
@@ -130,11 +130,11 @@ def get_series(
     return model_response(series)
 
 
-def _run_list(runs: str) -> list[str]:
-    ids = [r.strip() for r in runs.split(",") if r.strip()]
-    if not ids:
-        raise Rejected("runs must be a comma-separated list of run ids")
-    return ids
+def _split(text: str, param: str, what: str) -> list[str]:
+    items = [r.strip() for r in text.split(",") if r.strip()]
+    if not items:
+        raise Rejected(f"{param} must be a comma-separated list of {what}")
+    return items
 
 
 @router.get("/series", response_model=ListOut[SeriesOut])
@@ -142,16 +142,28 @@ def overlay_series(
     query: QueryDep,
     principal: ReaderDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
-    metric: Name,
+    metric: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    metrics: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=10_000,
+            description="Several metrics, a,b,c (instead of `metric`): each run's series of "
+            "each, read together — what a run page draws",
+        ),
+    ] = None,
     source: Source = None,
     step_min: StepMin = None,
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
 ) -> Response:
-    """The same metric for several runs, for overlays."""
-    data = query.series_many(
-        _run_list(runs),
-        metric,
+    """Series of several runs (overlays) or several metrics (a run page), run by run in the
+    order asked; a metric a run lacks is left out."""
+    if (metric is None) == (metrics is None):
+        raise Rejected("give either `metric` (one) or `metrics` (a,b,c), not both or neither")
+    data = query.series_grid(
+        _split(runs, "runs", "run ids"),
+        [metric] if metric is not None else _split(metrics or "", "metrics", "metric names"),
         source=source,
         step_min=step_min,
         step_max=step_max,
@@ -216,7 +228,7 @@ def get_hardware(
     """Distribution of a metric per GPU type, over the given runs or a whole project."""
     data = query.hardware(
         metric=metric,
-        run_ids=_run_list(runs) if runs else None,
+        run_ids=_split(runs, "runs", "run ids") if runs else None,
         project=project,
         projects=principal.readable_projects(),
     )
