@@ -31,13 +31,16 @@ class QueryService(RunQueries):
         step_min: int | None = None,
         step_max: int | None = None,
         max_points: int = 1000,
+        bucket_steps: int | None = None,
         projects: Sequence[str] | None = None,
     ) -> SeriesOut:
-        check_range(step_min, step_max, max_points)
+        check_range(step_min, step_max, max_points, bucket_steps)
         with self._db.read() as conn:
             row = self._run(conn, run_id, projects)
             source, heads = series.find(conn, row.pk, metric, source, actor)
-            wanted = series.Wanted(row.pk, source, heads, step_min, step_max, max_points)
+            wanted = series.Wanted(
+                row.pk, source, heads, step_min, step_max, max_points, bucket_steps
+            )
             result = series.read(conn, [wanted])[0]
         return _series_out(run_id, metric, source, actor, step_min, step_max, result)
 
@@ -49,6 +52,7 @@ class QueryService(RunQueries):
         step_min: int | None = None,
         step_max: int | None = None,
         max_points: int = 1000,
+        bucket_steps: int | None = None,
         projects: Sequence[str] | None = None,
     ) -> dict[str, SeriesOut]:
         """Several metrics of one run (each from its trainer side when it has one): what a run
@@ -59,6 +63,7 @@ class QueryService(RunQueries):
             step_min=step_min,
             step_max=step_max,
             max_points=max_points,
+            bucket_steps=bucket_steps,
             projects=projects,
         )
         return {s.metric: s for s in found if s.source is not None}
@@ -72,6 +77,7 @@ class QueryService(RunQueries):
         step_min: int | None = None,
         step_max: int | None = None,
         max_points: int = 1000,
+        bucket_steps: int | None = None,
         projects: Sequence[str] | None = None,
     ) -> list[SeriesOut]:
         """Each run's series of each metric, run by run in the order asked (an overlay is many
@@ -81,7 +87,7 @@ class QueryService(RunQueries):
             raise Rejected("give at least one run id in `runs` and one metric")
         if len(run_ids) * len(metrics) > MAX_GRID:
             raise Rejected(f"at most {MAX_GRID} series at once (runs × metrics)")
-        check_range(step_min, step_max, max_points)
+        check_range(step_min, step_max, max_points, bucket_steps)
         with self._db.read() as conn:
             rows = self._runs(conn, run_ids, projects)
             found = series.find_many(conn, [r.pk for r in rows], metrics, source)
@@ -89,7 +95,7 @@ class QueryService(RunQueries):
                 (row, m, *found.get((row.pk, m), (source, []))) for row in rows for m in metrics
             ]
             wanted = [
-                series.Wanted(row.pk, side, heads, step_min, step_max, max_points)
+                series.Wanted(row.pk, side, heads, step_min, step_max, max_points, bucket_steps)
                 for row, _, side, heads in grid
             ]
             results = series.read(conn, wanted)
@@ -169,11 +175,15 @@ class QueryService(RunQueries):
         return [HardwareOut.model_validate(row) for row in out]
 
 
-def check_range(step_min: int | None, step_max: int | None, max_points: int) -> None:
+def check_range(
+    step_min: int | None, step_max: int | None, max_points: int, bucket_steps: int | None = None
+) -> None:
     if step_min is not None and step_max is not None and step_min > step_max:
         raise Rejected(f"step_min ({step_min}) is greater than step_max ({step_max})")
     if not 1 <= max_points <= MAX_POINTS_LIMIT:
         raise Rejected(f"max_points must be between 1 and {MAX_POINTS_LIMIT}")
+    if bucket_steps is not None and not 1 <= bucket_steps <= 2**53:
+        raise Rejected("bucket_steps must be a positive number of steps")
 
 
 def _series_out(

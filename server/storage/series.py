@@ -3,12 +3,15 @@
 A downsampled read of [lo, hi] into at most `max_points` buckets has buckets of W' steps,
 aligned to multiples of W' from step 0 (so a live view's buckets do not shift as steps arrive).
 W' is a multiple of a rollup level's block width (8, 64, … 8⁶) whenever the range is wide
-enough, so that each bucket is a whole number of rollup blocks and the read costs about as many
-rows as it draws; values still in the hot table join their buckets raw. Every bucket carries
-min/max/mean over its finite values, the value at its last step and the counts of NaN and ±Inf,
-so a one-step spike survives in its bucket's max and a non-finite value in its counts — and the
-result is the one a full scan of the raw values would give (the tests hold it to an independent
-NumPy computation). Only a range narrower than 8 × `max_points` steps reads raw values.
+enough (a block wider while the aligned buckets would number more than max_points), so that
+each bucket is a whole number of rollup blocks and the read costs about as many rows as it
+draws. A live view asks for the width it already holds (`bucket`) to extend its buckets.
+
+Values still in the hot table join their buckets raw. Every bucket carries min/max/mean over
+its finite values, the value at its last step and the counts of NaN and ±Inf, so a one-step
+spike survives in its bucket's max and a non-finite value in its counts — and the result is the
+one a full scan of the raw values would give (the tests hold it to an independent NumPy
+computation). Only a range narrower than 8 × `max_points` steps reads raw values.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from server.errors import Rejected
 from server.storage import downsampling, sql
 from server.storage import tables as t
 from server.storage.compaction import LEVELS, width
@@ -66,15 +70,31 @@ class Plan:
     rollup_only: bool = False
 
 
-def plan(lo: int, hi: int, max_points: int, *, raw_dropped_until: int | None = None) -> Plan:
-    """The bucket width and rollup level for a read of [lo, hi] (see the module docstring)."""
-    needed = max(1, math.ceil((hi - lo + 1) / max_points))
-    level = max((lv for lv in LEVELS if width(lv) <= needed), default=0)
+def plan(
+    lo: int,
+    hi: int,
+    max_points: int,
+    *,
+    raw_dropped_until: int | None = None,
+    bucket: int | None = None,
+) -> Plan:
+    """The bucket width and rollup level for a read of [lo, hi] (see the module docstring);
+    `bucket` asks for a width (a live view extending the buckets it holds), read from the widest
+    rollup level that tiles it."""
+    if bucket is None:
+        needed = max(1, math.ceil((hi - lo + 1) / max_points))
+        level = max((lv for lv in LEVELS if width(lv) <= needed), default=0)
+    else:
+        needed = bucket
+        level = max((lv for lv in LEVELS if bucket % width(lv) == 0), default=0)
     rollup_only = False
     if level == 0 and raw_dropped_until is not None and raw_dropped_until >= lo:
         level, rollup_only = 1, True  # the raw values are gone; their 8-step blocks are not
     w = width(level)
-    return Plan(lo, hi, math.ceil(needed / w) * w, level, rollup_only)
+    chosen = math.ceil(needed / w) * w
+    while bucket is None and hi // chosen - lo // chosen >= max_points:
+        chosen += w  # aligned to multiples from step 0, the range straddled one bucket more
+    return Plan(lo, hi, chosen, level, rollup_only)
 
 
 def latest_values(
@@ -168,6 +188,7 @@ class Wanted:
     step_min: int | None = None
     step_max: int | None = None
     max_points: int = 1000
+    bucket: int | None = None  # a width asked for, instead of one fitting `max_points`
 
 
 @dataclass(frozen=True)
@@ -191,12 +212,13 @@ def _view(wanted: Wanted) -> _View | None:
     dropped = max(
         (h.raw_dropped_until for h in found if h.raw_dropped_until is not None), default=None
     )
-    return _View(
-        wanted,
-        [h.id for h in found],
-        sorted({h.metric_id for h in found}),
-        plan(lo, hi, wanted.max_points, raw_dropped_until=dropped),
-    )
+    chosen = plan(lo, hi, wanted.max_points, raw_dropped_until=dropped, bucket=wanted.bucket)
+    if wanted.bucket is not None and hi // chosen.bucket - lo // chosen.bucket >= wanted.max_points:
+        raise Rejected(
+            f"steps {lo}..{hi} in buckets of {chosen.bucket} steps are more than max_points "
+            f"({wanted.max_points}): narrow the range or widen the buckets"
+        )
+    return _View(wanted, [h.id for h in found], sorted({h.metric_id for h in found}), chosen)
 
 
 def read(conn: Connection, wanted: Sequence[Wanted]) -> list[SeriesResult]:

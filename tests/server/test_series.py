@@ -53,10 +53,13 @@ def _load(
 def reference_plan(lo: int, hi: int, max_points: int) -> tuple[int, int, int]:
     """The documented bucketing: W = ceil(span / max_points) steps, rounded up to a multiple of
     the widest rollup block (8**L, L = 1..6) not wider than W; buckets aligned to multiples of
-    that width from step 0; a read through rollups keeps whole blocks at the range's edges."""
+    that width from step 0 (a block wider while the range would straddle more than max_points
+    of them); a read through rollups keeps whole blocks at the range's edges."""
     needed = max(1, math.ceil((hi - lo + 1) / max_points))
     block = max([8**level for level in range(1, 7) if 8**level <= needed], default=1)
     width = math.ceil(needed / block) * block
+    while hi // width - lo // width + 1 > max_points:
+        width += block
     if block > 1:
         lo, hi = lo // block * block, (hi // block + 1) * block - 1
     return lo, hi, width
@@ -117,11 +120,18 @@ def test_buckets_match_reference_with_nonfinite_values(
     if compacted:  # some of the run in sorted chunks and rollups, the rest still hot
         compaction.compact(database)
     _load(ingest, "ref", values, start=600)
-    cases = ((0, 996, 100), (10, 500, 37), (0, 996, 5000), (990, 996, 1), (3, 990, 7))
+    cases = (
+        (0, 996, 100),
+        (10, 500, 37),
+        (0, 996, 5000),
+        (990, 996, 1),
+        (3, 990, 7),
+        (1, 200, 100),
+    )
     for lo, hi, max_points in cases:
         got = query.series("ref", "k3_kl", step_min=lo, step_max=hi, max_points=max_points).points
         want = reference_buckets(values, lo, hi, max_points)
-        assert len(got) == len(want)
+        assert len(got) == len(want) <= max_points
         for g, w in zip(got, want, strict=True):
             assert (g.step, g.step_end) == (w["step"], w["step_end"])
             assert (g.nan, g.pos_inf, g.neg_inf) == (w["nan"], w["pinf"], w["ninf"])
@@ -238,3 +248,24 @@ def test_reads_of_one_series_in_different_windows_stay_apart(
         alone = [series.read(conn, [w])[0] for w in wanted]
     assert together == alone
     assert [r.blocks[0][0] for r in together] == [0, 5_000, 0, 96]  # each its own first bucket
+
+
+def test_a_live_view_extends_the_buckets_it_holds(
+    services: tuple[IngestService, QueryService], database: Database
+) -> None:
+    ingest, query = services
+    values = np.random.default_rng(2).lognormal(-7, 1, 10_000)
+    _load(ingest, "live", values[:9_000])
+    compaction.compact(database)
+    _load(ingest, "live", values, start=9_000)  # the last steps still hot
+    view = query.series("live", "k3_kl", max_points=1000)
+    width = view.bucket_steps
+    assert width == 16
+    start = view.points[-5].step // width * width
+    tail = query.series("live", "k3_kl", step_min=start, bucket_steps=width)
+    assert tail.points == view.points[-5:]
+    odd = query.series("live", "k3_kl", step_min=101, step_max=180, bucket_steps=20)
+    assert [p.step for p in odd.points] == [101, 120, 140, 160, 180]
+    assert odd.points[0].mean == pytest.approx(values[101:120].mean())
+    with pytest.raises(Rejected, match="narrow the range or widen the buckets"):
+        query.series("live", "k3_kl", bucket_steps=2, max_points=100)

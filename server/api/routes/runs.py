@@ -29,6 +29,17 @@ StepMax = Annotated[int | None, Query(ge=0, le=2**53, description="Last step (in
 MaxPoints = Annotated[int, Query(ge=1, le=100_000, description="At most this many step buckets")]
 Source = Annotated[Literal["trainer", "rollout"] | None, Query()]
 Name = Annotated[str, Query(min_length=1, max_length=200)]
+BucketSteps = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        le=2**53,
+        description="Buckets of exactly this many steps (aligned to multiples of it from step 0) "
+        "instead of a width fitting max_points: what a live view polls with to extend the "
+        "buckets it holds (the `bucket_steps` of its first answer); refused when the range "
+        "needs more than max_points of them",
+    ),
+]
 
 
 @router.get("/projects", response_model=ListOut[str])
@@ -114,6 +125,7 @@ def get_series(
     step_min: StepMin = None,
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
+    bucket_steps: BucketSteps = None,
 ) -> Response:
     """Downsampled into at most `max_points` step buckets, each with min, max, mean and last
     over its finite values and counts of NaN/±Inf: a one-step spike is never lost."""
@@ -125,6 +137,7 @@ def get_series(
         step_min=step_min,
         step_max=step_max,
         max_points=max_points,
+        bucket_steps=bucket_steps,
         projects=principal.readable_projects(),
     )
     return model_response(series)
@@ -156,6 +169,7 @@ def overlay_series(
     step_min: StepMin = None,
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
+    bucket_steps: BucketSteps = None,
 ) -> Response:
     """Series of several runs (overlays) or several metrics (a run page), run by run in the
     order asked; a metric a run lacks is left out."""
@@ -168,6 +182,7 @@ def overlay_series(
         step_min=step_min,
         step_max=step_max,
         max_points=max_points,
+        bucket_steps=bucket_steps,
         projects=principal.readable_projects(),
     )
     return model_response(ListOut(data=data, count=len(data)))
