@@ -116,7 +116,7 @@ class RunQueries:
         """Each run's metric in about `points` buckets, for a table's trend column (one query
         for the page; runs outside `projects` or unknown are left out)."""
         with self._db.read() as conn:
-            found_runs = runs.configs(conn, run_ids)
+            found_runs = runs.rows_by_id(conn, run_ids).values()
             pks = {r.pk: r.id for r in found_runs if projects is None or r.project in projects}
             found = trends.trends(conn, list(pks), metric, points)
         return {pks[pk]: values for pk, values in found.items()}

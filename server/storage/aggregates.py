@@ -151,40 +151,12 @@ def hardware_rows(
     runs. Reads only that metric of those runs (compacted values sit sorted by metric, then
     series) and the rows still hot; a run whose raw values retention dropped contributes the
     means of its 8-step blocks."""
-    if not run_pks:
-        return []
-    fin = "v.value > '-Infinity'::DOUBLE PRECISION AND v.value < 'Infinity'::DOUBLE PRECISION"
-    values = (
-        "SELECT p.series_id, p.step, p.value FROM points p WHERE p.metric_id = :metric_id "
-        "AND p.series_id IN :sids UNION ALL SELECT h.series_id, h.step, h.value FROM points_hot h "
-        "WHERE h.series_id IN :sids UNION ALL SELECT r.series_id, r.step_lo, "
-        "r.vsum / nullif(r.finite, 0) FROM rollups r WHERE r.metric_id = :metric_id "
-        "AND r.series_id IN :dropped AND r.level = 1"
-    )
-    gpu = "coalesce(a.gpu, 'unknown')"
-    joined = (
-        f"FROM ({values}) AS v JOIN series s ON s.id = v.series_id "
-        "LEFT JOIN actors a ON a.run_pk = s.run_pk AND a.source = s.source AND a.actor = s.actor "
-        "AND v.step BETWEEN a.first_step AND a.last_step"
-    )
-    qs = sql.quantiles_text(dialect, f"CASE WHEN {fin} THEN v.value END", QUANTILES)
-    query = sql.text(
-        f"SELECT {gpu} AS gpu, count(DISTINCT s.run_pk) AS runs, "
-        "count(DISTINCT s.id) AS actors, "
-        f"sum(CASE WHEN {fin} THEN 1 ELSE 0 END) AS steps, "
-        f"sum(CASE WHEN {fin} THEN 0 ELSE 1 END) AS nonfinite, "
-        f"min(CASE WHEN {fin} THEN v.value END) AS min, max(CASE WHEN {fin} THEN v.value END) "
-        f"AS max, avg(CASE WHEN {fin} THEN v.value END) AS mean, "
-        f"{qs} AS qs {joined} GROUP BY {gpu} ORDER BY {gpu}",
-        "sids",
-        "dropped",
-    )
     sids, dropped, metric_id = _metric_series(conn, metric, run_pks)
     if not sids:
         return []
     params = {"sids": sids, "dropped": dropped or [-1], "metric_id": metric_id}
     out = []
-    for row in conn.execute(query, params):
+    for row in conn.execute(_hardware_query(dialect), params):
         found = list(row.qs or []) or [None] * len(QUANTILES)
         record = {k: v for k, v in row._mapping.items() if k != "qs"}
         out.append(
@@ -197,6 +169,51 @@ def hardware_rows(
             }
         )
     return out
+
+
+_HW_VALUES = (
+    "SELECT p.series_id, p.step, p.value FROM points p WHERE p.metric_id = :metric_id "
+    "AND p.series_id IN :sids UNION ALL SELECT h.series_id, h.step, h.value FROM points_hot h "
+    "WHERE h.series_id IN :sids UNION ALL SELECT r.series_id, min(r.step_lo), "
+    "sum(r.vsum) / nullif(sum(r.finite), 0) FROM rollups r WHERE r.metric_id = :metric_id "
+    "AND r.series_id IN :dropped AND r.level = 1 GROUP BY r.series_id, r.block"
+)  # a block's rollup may sit in parts across chunks: one mean per block
+# Each series' GPU segments, with how many it has: most series run on one GPU throughout, and
+# their values take its name by series alone; only the others are matched by step range.
+_HW_SEGMENTS = (
+    "SELECT s.id AS sid, s.run_pk, coalesce(a.gpu, 'unknown') AS gpu, a.first_step, "
+    "a.last_step, count(*) OVER (PARTITION BY s.id) AS n FROM series s LEFT JOIN actors a "
+    "ON a.run_pk = s.run_pk AND a.source = s.source AND a.actor = s.actor WHERE s.id IN :sids"
+)
+_HW_FINITE = "value > '-Infinity'::DOUBLE PRECISION AND value < 'Infinity'::DOUBLE PRECISION"
+
+
+def _hardware_query(dialect: str) -> sa.TextClause:
+    """Values tagged with their GPU; sums per (GPU, series) first, so that counting runs and
+    actors reads a few rows per series, not every value; quantiles over each GPU's values."""
+    tagged = (
+        "SELECT g.gpu, g.run_pk, g.sid, v.value FROM v JOIN g ON g.sid = v.series_id "
+        "WHERE g.n = 1 UNION ALL SELECT g.gpu, g.run_pk, g.sid, v.value FROM v JOIN g "
+        "ON g.sid = v.series_id AND v.step BETWEEN g.first_step AND g.last_step WHERE g.n > 1"
+    )
+    fin = _HW_FINITE
+    per_series = (
+        f"SELECT gpu, run_pk, sid, count(*) FILTER (WHERE {fin}) AS steps, "
+        f"count(*) FILTER (WHERE NOT ({fin})) AS nonfinite, min(value) FILTER (WHERE {fin}) AS mn, "
+        f"max(value) FILTER (WHERE {fin}) AS mx, sum(value) FILTER (WHERE {fin}) AS sm "
+        "FROM t GROUP BY gpu, run_pk, sid"
+    )
+    qs = sql.quantiles_text(dialect, f"CASE WHEN {fin} THEN value END", QUANTILES)
+    return sql.text(
+        f"WITH v AS ({_HW_VALUES}), g AS ({_HW_SEGMENTS}), t AS MATERIALIZED ({tagged}), "
+        f"per AS ({per_series}), q AS (SELECT gpu, {qs} AS qs FROM t GROUP BY gpu) "
+        "SELECT per.gpu, count(DISTINCT per.run_pk) AS runs, count(DISTINCT per.sid) AS actors, "
+        "sum(per.steps) AS steps, sum(per.nonfinite) AS nonfinite, min(per.mn) AS min, "
+        "max(per.mx) AS max, sum(per.sm) / nullif(sum(per.steps), 0) AS mean, q.qs "
+        "FROM per JOIN q ON q.gpu = per.gpu GROUP BY per.gpu, q.qs ORDER BY per.gpu",
+        "sids",
+        "dropped",
+    )
 
 
 def _metric_series(

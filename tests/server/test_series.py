@@ -14,7 +14,7 @@ from server.errors import NotFound, Rejected
 from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
-from server.storage import compaction, migrate, series
+from server.storage import compaction, migrate, retention, series
 from server.storage.db import Database
 
 
@@ -269,3 +269,28 @@ def test_a_live_view_extends_the_buckets_it_holds(
     assert odd.points[0].mean == pytest.approx(values[101:120].mean())
     with pytest.raises(Rejected, match="narrow the range or widen the buckets"):
         query.series("live", "k3_kl", bucket_steps=2, max_points=100)
+
+
+def test_trends_are_each_runs_series_in_a_few_buckets(
+    services: tuple[IngestService, QueryService], database: Database
+) -> None:
+    ingest, query = services
+    rng = np.random.default_rng(8)
+    for run_id, steps in (("t-long", 5_000), ("t-short", 40), ("t-gone", 3_000)):
+        values = rng.lognormal(-7, 1, steps)
+        values[steps // 2] = np.nan
+        _load(ingest, run_id, values)
+    compaction.compact(database)
+    _load(ingest, "t-long", np.ones(5_100), start=5_000)  # hot
+    with database.write() as conn:
+        conn.exec_driver_sql("UPDATE runs SET last_seen = 0, created_at = 0 WHERE id = 't-gone'")
+    retention.drop_raw(database, older_than_s=1.0)
+    found = query.trends(["t-long", "t-short", "t-gone", "t-none"], metric="k3_kl", points=30)
+    assert sorted(found) == ["t-gone", "t-long", "t-short"]
+    for run_id, trend in found.items():
+        want = [
+            math.nan if p.mean is None else p.mean
+            for p in query.series(run_id, "k3_kl", max_points=30).points
+        ]
+        assert 2 <= len(trend) <= 30
+        np.testing.assert_allclose(trend, want)
