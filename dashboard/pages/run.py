@@ -1,22 +1,27 @@
 """Run page: a panel per canonical metric group, live while the run is live.
 
-The store holds each metric's points. While the run is live, the interval asks only for steps
-after the last one held; zooming a panel asks the server again for the visible range at full
-resolution. Figures are rebuilt from the store by pure functions.
+The browser holds the figures and a small view (run, zoom range, the last step drawn), never
+the data: nothing large travels back up. While the run is live, a tick asks for the run's last
+step (one lookup) and only when it moved past the last step drawn reads the view again — at
+most MAX_POINTS buckets per panel, however long the run — and redraws. Ticks never overlap: the
+interval fires once and each tick re-arms it when done. A zoom reads the visible range at full
+resolution; smoothing, scale and axis changes redraw from a fresh read; the CSV export reads the
+view at full precision when asked.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dash import ALL, Input, Output, State, callback_context, dcc, html, no_update
+from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.figures.series import series_figure
 from dashboard.figures.text import ROLLUPS_ONLY
 from dashboard.pages import run_data
-from dashboard.pages.run_data import MAX_POINTS, groups_for
+from dashboard.pages.run_data import groups_for
 from dashboard.query import AlertsLike, QueryLike
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
@@ -24,9 +29,10 @@ from server.errors import NotFound
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 INLINE = {"display": "inline-block", "marginLeft": "12px"}
+POLL_MS = 5000
 
 
-def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 2000, **_: Any) -> Any:
+def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = POLL_MS, **_: Any) -> Any:
     run_id = params.get("run")
     if not run_id:
         return _message("No run selected", "Choose one on the runs page.")
@@ -40,11 +46,7 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 2000, **_
         return _message(
             "Could not load this run", "The server failed to read it; its log has the details."
         )
-    store = {
-        "run": run_id,
-        "step_min": as_int(params.get("step_min")),
-        "step_max": as_int(params.get("step_max")),
-    }
+    view = run_data.View(run_id, as_int(params.get("step_min")), as_int(params.get("step_max")))
     return html.Div(
         [
             html.H2(detail.name, id=ids.RUN_TITLE),
@@ -56,10 +58,13 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 2000, **_
                 style={"color": "#555", "marginBottom": "8px"},
             ),
             _controls(params, sorted({m.name for m in metrics})),
-            dcc.Store(id=ids.RUN_STORE, data=store),
+            dcc.Store(id=ids.RUN_VIEW, data=view.as_dict()),
+            dcc.Store(id=ids.RUN_ZOOM, data=run_data.zoom_of(view)),
+            dcc.Store(id=ids.RUN_LAST, data=None),
             dcc.Interval(
                 id=ids.RUN_INTERVAL,
                 interval=poll_ms,
+                max_intervals=1,  # one-shot: each tick re-arms it when done
                 disabled=detail.status not in ("live", "idle"),
             ),
             html.Div(id=ids.RUN_PANELS),
@@ -131,45 +136,49 @@ def _controls(params: dict[str, str], names: list[str]) -> Any:
 
 
 def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **_: Any) -> None:
-    @app.callback(
-        Output(ids.RUN_STORE, "data"),
-        Input(ids.RUN_METRICS, "value"),
-        Input(ids.RUN_INTERVAL, "n_intervals"),
+    # Zooms are filtered in the browser: a panel's resizes fire relayouts too, and a server
+    # call for one would supersede (and so lose) the call for the zoom before it.
+    app.clientside_callback(
+        ZOOM_JS,
+        Output(ids.RUN_ZOOM, "data"),
         Input({"type": ids.PANEL, "index": ALL}, "relayoutData"),
-        State(ids.RUN_STORE, "data"),
+        prevent_initial_call=True,
     )
-    def load(
-        extra: list[str] | None, _tick: Any, relayouts: list[Any], store: dict[str, Any]
-    ) -> Any:
-        return load_store(query, callback_context.triggered_id, extra or [], relayouts, store)
+
+    @app.callback(
+        Output(ids.RUN_LAST, "data"),
+        Output(ids.RUN_INTERVAL, "n_intervals"),
+        Input(ids.RUN_INTERVAL, "n_intervals"),
+        State(ids.RUN_VIEW, "data"),
+        prevent_initial_call=True,
+    )
+    def _tick(_: Any, view: dict[str, Any]) -> tuple[Any, int]:
+        return tick(query, run_data.View.from_dict(view)), 0  # 0 re-arms the one-shot timer
 
     @app.callback(
         Output(ids.RUN_PANELS, "children"),
-        Input(ids.RUN_STORE, "data"),
+        Output(ids.RUN_VIEW, "data"),
+        Input(ids.RUN_METRICS, "value"),
+        Input(ids.RUN_ZOOM, "data"),
+        Input(ids.RUN_LAST, "data"),
         Input(ids.RUN_SMOOTHING, "value"),
         Input(ids.RUN_SMOOTH_WEIGHT, "value"),
         Input(ids.RUN_YSCALE, "value"),
         Input(ids.RUN_XAXIS, "value"),
-        State(ids.RUN_METRICS, "value"),
+        State(ids.RUN_VIEW, "data"),
     )
-    def draw(
-        store: dict[str, Any],
+    def _draw(
+        extra: list[str] | None,
+        zoom: dict[str, Any],
+        _last: Any,
         smoothing: str,
         weight: float | None,
         yscale: str,
         x_axis: str,
-        extra: list[str] | None,
+        view: dict[str, Any],
     ) -> Any:
-        return panels(
-            query,
-            alerts,
-            store,
-            extra or [],
-            smoothing=smoothing,
-            weight=weight,
-            yscale=yscale,
-            x_axis=x_axis,
-        )
+        style = Style(smoothing or "none", weight, yscale, x_axis)
+        return draw(query, alerts, extra or [], zoom, style, run_data.View.from_dict(view))
 
     app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
@@ -178,55 +187,97 @@ def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **
         Input(ids.RUN_SMOOTH_WEIGHT, "value"),
         Input(ids.RUN_YSCALE, "value"),
         Input(ids.RUN_XAXIS, "value"),
-        Input(ids.RUN_STORE, "data"),
+        Input(ids.RUN_VIEW, "data"),
         prevent_initial_call=True,
     )(sync_url)
-    app.callback(
+
+    @app.callback(
         Output(ids.RUN_CSV, "data"),
         Input(ids.RUN_CSV_BUTTON, "n_clicks"),
-        State(ids.RUN_STORE, "data"),
+        State(ids.RUN_METRICS, "value"),
+        State(ids.RUN_VIEW, "data"),
         prevent_initial_call=True,
-    )(download)
+    )
+    def _download(_: Any, extra: list[str] | None, view: dict[str, Any]) -> dict[str, str]:
+        return download(query, extra or [], view)
 
 
-def load_store(
-    query: QueryLike, trigger: Any, extra: list[str], relayouts: list[Any], store: dict[str, Any]
-) -> Any:
-    """The store after a live tick (new steps appended), a zoom (the visible range at full
-    resolution) or a change of metrics (everything again)."""
-    run_id = store["run"]
-    held = store.get("data") or {}
-    if trigger == ids.RUN_INTERVAL:
-        if not held or store.get("step_max") is not None:
-            return no_update  # zoomed in, or nothing drawn yet: leave the view alone
-        data = run_data.append_new(query, run_id, list(held), held)
-        return no_update if data is None else {**store, "data": data}
+# A panel's zoom as {step_min, step_max, max_points}; its reset as the whole run; anything else
+# (a resize, a legend click, a zoom of a wall-time axis) changes nothing.
+ZOOM_JS = f"""
+function(relayouts) {{
+    const fired = dash_clientside.callback_context.triggered || [];
+    for (const t of fired) {{
+        const r = t.value || {{}};
+        const lo = r["xaxis.range[0]"], hi = r["xaxis.range[1]"];
+        if (typeof lo === "number" && typeof hi === "number") {{
+            return {{step_min: Math.max(0, Math.floor(lo)), step_max: Math.floor(hi) + 1,
+                     max_points: {run_data.ZOOM_POINTS}}};
+        }}
+        if (r["xaxis.autorange"]) {{
+            return {{step_min: null, step_max: null, max_points: {run_data.MAX_POINTS}}};
+        }}
+    }}
+    return dash_clientside.no_update;
+}}
+"""
+
+
+@dataclass(frozen=True)
+class Style:
+    """How the panels draw (the controls beside them)."""
+
+    smoothing: str
+    weight: float | None
+    yscale: str
+    x_axis: str
+
+
+def tick(query: QueryLike, view: run_data.View) -> Any:
+    """The run's last step when it moved past the last one drawn (then the panels redraw);
+    nothing while zoomed in or while nothing is new."""
+    if view.step_max is not None:
+        return no_update
+    last = query.last_step(view.run)
+    if last is None or (view.drawn is not None and last <= view.drawn):
+        return no_update
+    return last
+
+
+def draw(
+    query: QueryLike,
+    alerts: AlertsLike | None,
+    extra: list[str],
+    zoom: dict[str, Any],
+    style: Style,
+    view: run_data.View,
+) -> tuple[Any, Any]:
+    """(panels, view): the range zoomed to (all of the run when not zoomed), read afresh."""
+    view = replace(
+        view,
+        step_min=zoom.get("step_min"),
+        step_max=zoom.get("step_max"),
+        max_points=int(zoom.get("max_points") or run_data.MAX_POINTS),
+        drawn=query.last_step(view.run),  # read first: a step landing meanwhile draws next tick
+    )
+    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra))
+    return panels(query, alerts, view.run, data, extra, style), view.as_dict()
+
+
+def wanted_metrics(query: QueryLike, run_id: str, extra: list[str]) -> list[str]:
     available = {m.name for m in query.list_metrics(run_id)}
-    wanted = [m for _, metrics, _ in groups_for(available, extra) for m in metrics]
-    step_min, step_max = store.get("step_min"), store.get("step_max")
-    max_points = MAX_POINTS
-    if isinstance(trigger, dict) and trigger.get("type") == ids.PANEL:
-        zoom = run_data.zoom_range(next((r for r in relayouts if r), {}))
-        if zoom is None:
-            return no_update
-        step_min, step_max, max_points = zoom
-    data = run_data.fetch(query, run_id, wanted, step_min, step_max, max_points)
-    return {**store, "data": data, "step_min": step_min, "step_max": step_max}
+    return [m for _, metrics, _ in groups_for(available, extra) for m in metrics]
 
 
 def panels(
     query: QueryLike,
     alerts: AlertsLike | None,
-    store: dict[str, Any],
+    run_id: str,
+    data: run_data.Series,
     extra: list[str],
-    *,
-    smoothing: str,
-    weight: float | None,
-    yscale: str,
-    x_axis: str,
+    style: Style,
 ) -> list[Any]:
-    """One chart per panel the store holds data for."""
-    data, run_id = store.get("data") or {}, store["run"]
+    """One chart per panel there is data for."""
     notes = run_data.annotation_rows(query, run_id)
     marks = run_data.alert_marks(alerts, run_id)
     return [
@@ -236,10 +287,10 @@ def panels(
             series_figure(
                 [(m, data.get(m, [])) for m in metrics],
                 title=name,
-                log_y=log_default if yscale == "auto" else yscale == "log",
-                x_axis=x_axis,
-                smoothing=smoothing or "none",
-                weight=float(weight if weight is not None else 0.6),
+                log_y=log_default if style.yscale == "auto" else style.yscale == "log",
+                x_axis=style.x_axis,
+                smoothing=style.smoothing,
+                weight=float(style.weight if style.weight is not None else 0.6),
                 annotations=notes,
                 alerts=marks,
             ),
@@ -254,17 +305,19 @@ def sync_url(
     weight: float | None,
     yscale: str,
     x_axis: str,
-    store: dict[str, Any],
+    view: dict[str, Any],
 ) -> str:
     """The view in the URL, so a pasted link opens the same view."""
-    view = {"run": store["run"], "metric": extra or [], "smooth": smoothing, "w": weight}
-    zoom = {"step_min": store.get("step_min"), "step_max": store.get("step_max")}
-    return encode({**view, "y": yscale, "x": x_axis, **zoom})
+    shown = {"run": view["run"], "metric": extra or [], "smooth": smoothing, "w": weight}
+    zoom = {"step_min": view.get("step_min"), "step_max": view.get("step_max")}
+    return encode({**shown, "y": yscale, "x": x_axis, **zoom})
 
 
-def download(_: Any, store: dict[str, Any]) -> dict[str, str]:
-    content = run_data.series_csv(store.get("data") or {})
-    return {"content": content, "filename": f"{store['run']}-series.csv"}
+def download(query: QueryLike, extra: list[str], view_data: dict[str, Any]) -> dict[str, str]:
+    """The drawn view's buckets at full precision, read when asked."""
+    view = run_data.View.from_dict(view_data)
+    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra))
+    return {"content": run_data.series_csv(data), "filename": f"{view.run}-series.csv"}
 
 
 def _panel(run_id: str, name: str, figure: Any) -> Any:

@@ -8,6 +8,7 @@ import csv
 import io
 import logging
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from dashboard.query import AlertsLike, QueryLike, dump
@@ -35,53 +36,56 @@ def groups_for(available: set[str], extra: list[str]) -> list[tuple[str, tuple[s
     return chosen
 
 
-def fetch(
-    query: QueryLike,
-    run_id: str,
-    metrics: list[str],
-    step_min: int | None,
-    step_max: int | None,
-    max_points: int,
-) -> Series:
+@dataclass(frozen=True)
+class View:
+    """What the run page shows: the run, a step range (None: all of it), how many buckets, and
+    the last step drawn (the cursor a live tick compares against)."""
+
+    run: str
+    step_min: int | None = None
+    step_max: int | None = None
+    max_points: int = MAX_POINTS
+    drawn: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> View:
+        return cls(
+            str(data["run"]),
+            data.get("step_min"),
+            data.get("step_max"),
+            int(data.get("max_points") or MAX_POINTS),
+            data.get("drawn"),
+        )
+
+
+def fetch(query: QueryLike, view: View, metrics: list[str]) -> Series:
     """Each metric's step buckets, in one read; a run that cannot be read is drawn empty (and
     logged)."""
     try:
         found = query.run_series(
-            run_id, metrics, step_min=step_min, step_max=step_max, max_points=max_points
+            view.run,
+            metrics,
+            step_min=view.step_min,
+            step_max=view.step_max,
+            max_points=view.max_points,
         )
     except Exception:
-        log.exception("could not read the series of run %s", run_id)
+        log.exception("could not read the series of run %s", view.run)
         return {m: [] for m in metrics}
     return {m: dump(found[m].points) if m in found else [] for m in metrics}
 
 
-def append_new(query: QueryLike, run_id: str, wanted: list[str], held: Series) -> Series | None:
-    """A live tick: the steps after the last one held, added to what is held; None when the run
-    has no new step (then nothing else is read)."""
-    ends = [points[-1]["step_end"] for points in held.values() if points]
-    held_until = min(ends) if ends else -1
-    last = query.last_step(run_id)
-    if last is None or last <= held_until:
-        return None
-    new = fetch(query, run_id, wanted, held_until + 1, None, MAX_POINTS)
-    data = dict(held)
-    for metric, points in new.items():
-        mine = data.get(metric) or []
-        after = mine[-1]["step_end"] if mine else -1
-        data[metric] = mine + [p for p in points if p["step"] > after]
-    return data
-
-
-def zoom_range(relayout: Mapping[str, Any]) -> tuple[int | None, int | None, int] | None:
-    """(step_min, step_max, max_points) for a panel's zoom or reset; None for any other
-    relayout (a legend click, a pan of the y axis)."""
-    if "xaxis.range[0]" in relayout:
-        step_min = max(0, int(float(relayout["xaxis.range[0]"])))
-        step_max = int(float(relayout["xaxis.range[1]"])) + 1
-        return step_min, step_max, ZOOM_POINTS
-    if relayout.get("xaxis.autorange"):
-        return None, None, MAX_POINTS
-    return None
+def zoom_of(view: View) -> dict[str, Any]:
+    """The zoom store of a view opened from a link: its range, at zoom resolution if any."""
+    zoomed = view.step_min is not None or view.step_max is not None
+    return {
+        "step_min": view.step_min,
+        "step_max": view.step_max,
+        "max_points": ZOOM_POINTS if zoomed else MAX_POINTS,
+    }
 
 
 def series_csv(data: Series) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +160,52 @@ def test_buckets_and_hardware_pages_draw(seeded: Any, page: Any) -> None:
     )
     assert sorted(rows) == ["NVIDIA A100-SXM4-80GB", "NVIDIA H20"]
     shot(page, "hardware")
+
+
+def _long_run(server: Any, steps: int = 5_000) -> None:
+    for start in range(0, steps, 2_500):
+        records = [
+            {
+                "run_id": "long",
+                "step": s,
+                "source": "trainer",
+                "metrics": {"k3_kl": 1e-3 * (1 + (s % 7)), "grad_norm": 1.0},
+            }
+            for s in range(start, start + 2_500)
+        ]
+        body = {"run": {"id": "long", "name": "long run"}, "records": records}
+        assert server.post("/api/v1/ingest", body).status_code == 200
+
+
+def test_a_zoom_reads_the_steps_and_the_csv_is_what_is_drawn(
+    server_factory: Any, page: Any, tmp_path: Path
+) -> None:
+    server = server_factory()
+    _long_run(server)
+    page.goto(server.url + "/run?run=long")
+    drawn = wait_plots(page, 2)
+    assert "k3_kl max" in drawn[0]  # 5,000 steps drawn as min–max buckets
+    k3_x = (
+        "() => { const g = document.querySelector('.js-plotly-plot'); "
+        "const t = g._fullData.find(t => t.name === 'k3_kl'); return [t.x.length, Math.min(...t.x),"
+        " Math.max(...t.x)]; }"
+    )
+    count, _, _ = page.evaluate(k3_x)
+    assert count <= 1000
+    page.evaluate(
+        "() => Plotly.relayout(document.querySelector('.js-plotly-plot'), "
+        "{'xaxis.range[0]': 100, 'xaxis.range[1]': 199})"
+    )
+    page.wait_for_function(f"({k3_x})()[0] === 101", timeout=30_000)  # every step, 100..200
+    assert page.evaluate(k3_x) == [101, 100, 200]
+    page.wait_for_function("location.search.includes('step_min=100')", timeout=30_000)
+
+    with page.expect_download() as download:
+        page.click("#run-csv-button")
+    path = tmp_path / "series.csv"
+    download.value.save_as(str(path))
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    k3 = [r for r in rows if r["metric"] == "k3_kl"]
+    assert [int(r["step"]) for r in k3] == list(range(100, 201))
+    assert float(k3[0]["mean"]) == 1e-3 * (1 + 100 % 7)
