@@ -1,13 +1,19 @@
-"""Metric curves: downsampling bands, smoothing, non-finite markers, annotations, alarms."""
+"""Metric curves: downsampling bands, smoothing, non-finite markers, annotations, alarms.
+
+Figures are plain dicts in Plotly's JSON form, not `plotly.graph_objects`: a run page redraws
+a dozen panels on every live tick, and validating graph objects (and copying their template)
+cost far more than the read behind them. The look is plotly_white's, taken from Plotly once.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
+import plotly.io as pio
 
 from dashboard.analysis import ema, running_mean
 from dashboard.figures.text import safe
@@ -15,6 +21,46 @@ from dashboard.palette import NONFINITE, color, faint
 from server.domain.series import bucket_value, has_nonfinite
 
 Point = dict[str, Any]
+Figure = dict[str, Any]
+Trace = dict[str, Any]
+
+
+@cache
+def _style() -> dict[str, Any]:
+    """plotly_white's layout, the parts a 2-D chart uses."""
+    layout = pio.templates["plotly_white"].to_plotly_json()["layout"]
+    keep = ("font", "hovermode", "hoverlabel", "paper_bgcolor", "plot_bgcolor", "colorway")
+    return {"layout": {k: layout[k] for k in (*keep, "xaxis", "yaxis") if k in layout}}
+
+
+def figure(traces: list[Trace], layout: dict[str, Any]) -> Figure:
+    return {"data": traces, "layout": {"template": _style(), **layout}}
+
+
+def vline(x: float, line: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": line,
+    }
+
+
+def hline(y: float, line: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "line",
+        "xref": "paper",
+        "yref": "y",
+        "x0": 0,
+        "x1": 1,
+        "y0": y,
+        "y1": y,
+        "line": line,
+    }
 
 
 def _x(points: Sequence[Point], x_axis: str) -> Any:
@@ -46,7 +92,7 @@ def smooth(values: Sequence[float], mode: str, weight: float) -> list[float]:
 
 
 def add_series(
-    fig: go.Figure,
+    traces: list[Trace],
     name: str,
     points: Sequence[Point],
     index: int,
@@ -62,67 +108,72 @@ def add_series(
     label = safe(name)
     xs, ys = _x(points, x_axis), _y(points)
     if any(p["count"] > 1 for p in points):
-        _add_band(fig, xs, points, label, c)
+        traces.extend(_band(xs, points, label, c))
     if smoothing != "none":
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                line={"color": faint(c, 0.35), "width": 1},
-                name=f"{label} (raw)",
-                showlegend=False,
-                legendgroup=label,
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": xs,
+                "y": ys,
+                "mode": "lines",
+                "line": {"color": faint(c, 0.35), "width": 1},
+                "name": f"{label} (raw)",
+                "showlegend": False,
+                "legendgroup": label,
+            }
         )
         ys = np.asarray(smooth(ys.tolist(), smoothing, weight), dtype=np.float32)
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines",
-            line={"color": c, "width": 2},
-            name=label,
-            legendgroup=label,
-            connectgaps=False,
-        )
+    traces.append(
+        {
+            "type": "scatter",
+            "x": xs,
+            "y": ys,
+            "mode": "lines",
+            "line": {"color": c, "width": 2},
+            "name": label,
+            "legendgroup": label,
+            "connectgaps": False,
+        }
     )
     bad = [p for p in points if has_nonfinite(p)]
     if bad:
         finite = ys[np.isfinite(ys)]
         top = float(finite.max()) if finite.size else 1.0
-        fig.add_trace(
-            go.Scatter(
-                x=_x(bad, x_axis),
-                y=[top] * len(bad),
-                mode="markers",
-                marker={"symbol": "x", "size": 11, "color": NONFINITE, "line": {"width": 2}},
-                name=f"{label} NaN/Inf",
-                legendgroup=label,
-                hovertext=[f"NaN×{p['nan']} +Inf×{p['pos_inf']} -Inf×{p['neg_inf']}" for p in bad],
-                hoverinfo="text+x",
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": _x(bad, x_axis),
+                "y": [top] * len(bad),
+                "mode": "markers",
+                "marker": {"symbol": "x", "size": 11, "color": NONFINITE, "line": {"width": 2}},
+                "name": f"{label} NaN/Inf",
+                "legendgroup": label,
+                "hovertext": [
+                    f"NaN×{p['nan']} +Inf×{p['pos_inf']} -Inf×{p['neg_inf']}" for p in bad
+                ],
+                "hoverinfo": "text+x",
+            }
         )
 
 
-def _add_band(fig: go.Figure, xs: Any, points: Sequence[Point], label: str, c: str) -> None:
+def _band(xs: Any, points: Sequence[Point], label: str, c: str) -> list[Trace]:
     """The min–max band of buckets that hold several steps: where a spike lives when zoomed
     out (an invisible upper edge, filled down to the lower one)."""
-    for edge, fill in (("max", None), ("min", "tonexty")):
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=_floats(p[edge] for p in points),
-                mode="lines",
-                line={"width": 0},
-                fill=fill,
-                fillcolor=faint(c) if fill else None,
-                hoverinfo="skip",
-                showlegend=False,
-                name=f"{label} {'max' if edge == 'max' else 'min–max'}",
-                legendgroup=label,
-            )
-        )
+    return [
+        {
+            "type": "scatter",
+            "x": xs,
+            "y": _floats(p[edge] for p in points),
+            "mode": "lines",
+            "line": {"width": 0},
+            **({"fill": fill, "fillcolor": faint(c)} if fill else {}),
+            "hoverinfo": "skip",
+            "showlegend": False,
+            "name": f"{label} {'max' if edge == 'max' else 'min–max'}",
+            "legendgroup": label,
+        }
+        for edge, fill in (("max", None), ("min", "tonexty"))
+    ]
 
 
 def series_figure(
@@ -136,60 +187,75 @@ def series_figure(
     annotations: Sequence[dict[str, Any]] = (),
     alerts: Sequence[dict[str, Any]] = (),
     height: int = 300,
-) -> go.Figure:
+) -> Figure:
     """Curves of one metric group (several metrics or several runs) on one axis."""
-    fig = go.Figure()
+    traces: list[Trace] = []
     for index, (name, points) in enumerate(series):
-        add_series(fig, name, points, index, x_axis=x_axis, smoothing=smoothing, weight=weight)
+        add_series(traces, name, points, index, x_axis=x_axis, smoothing=smoothing, weight=weight)
+    shapes = []
     if x_axis == "step":
-        for note in annotations:
-            if note.get("step") is None:
-                continue
+        noted = [n for n in annotations if n.get("step") is not None]
+        for note in noted:
             dash = "dot" if note.get("kind") == "weight_update" else "dash"
-            fig.add_vline(x=note["step"], line={"color": "#999999", "dash": dash, "width": 1})
-        if annotations:
-            fig.add_trace(
-                go.Scatter(
-                    x=[n["step"] for n in annotations if n.get("step") is not None],
-                    y=[0] * sum(1 for n in annotations if n.get("step") is not None),
-                    yaxis="y2",
-                    mode="markers",
-                    marker={"symbol": "triangle-up", "size": 9, "color": "#999999"},
-                    name="annotations",
-                    hovertext=[
-                        safe(n["text"])[:300] for n in annotations if n.get("step") is not None
-                    ],
-                    hoverinfo="text+x",
+            shapes.append(vline(note["step"], {"color": "#999999", "dash": dash, "width": 1}))
+        if noted:
+            traces.append(
+                _marks(
+                    [n["step"] for n in noted],
+                    0,
+                    "triangle-up",
+                    9,
+                    "#999999",
+                    "annotations",
+                    [safe(n["text"])[:300] for n in noted],
                 )
             )
         if alerts:
-            fig.add_trace(
-                go.Scatter(
-                    x=[a["step"] for a in alerts],
-                    y=[1] * len(alerts),
-                    yaxis="y2",
-                    mode="markers",
-                    marker={"symbol": "diamond", "size": 11, "color": "#D55E00"},
-                    name="alarms",
-                    hovertext=[safe(f"{a.get('rule', '')}: {a.get('state', '')}") for a in alerts],
-                    hoverinfo="text+x",
+            traces.append(
+                _marks(
+                    [a["step"] for a in alerts],
+                    1,
+                    "diamond",
+                    11,
+                    "#D55E00",
+                    "alarms",
+                    [safe(f"{a.get('rule', '')}: {a.get('state', '')}") for a in alerts],
                 )
             )
-    fig.update_layout(
-        title={"text": safe(title), "x": 0.01, "font": {"size": 14}},
-        height=height,
-        margin={"l": 50, "r": 10, "t": 35, "b": 30},
-        legend={"orientation": "h", "y": -0.18},
-        yaxis={"type": "log" if log_y else "linear"},
-        yaxis2={"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
-        xaxis={
-            "title": "step" if x_axis == "step" else "time",
-            **({"tickformat": ",d"} if x_axis == "step" else {}),
+    return figure(
+        traces,
+        {
+            "title": {"text": safe(title), "x": 0.01, "font": {"size": 14}},
+            "height": height,
+            "margin": {"l": 50, "r": 10, "t": 35, "b": 30},
+            "legend": {"orientation": "h", "y": -0.18},
+            "yaxis": {"type": "log" if log_y else "linear"},
+            "yaxis2": {"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
+            "xaxis": {
+                "title": {"text": "step" if x_axis == "step" else "time"},
+                **({"tickformat": ",d"} if x_axis == "step" else {}),
+            },
+            "shapes": shapes,
+            "uirevision": title,
         },
-        template="plotly_white",
-        uirevision=title,
     )
-    return fig
+
+
+def _marks(
+    xs: list[Any], y: float, symbol: str, size: int, fill: str, name: str, texts: list[str]
+) -> Trace:
+    """Markers along the top axis band (annotations, alarms), their text on hover."""
+    return {
+        "type": "scatter",
+        "x": xs,
+        "y": [y] * len(xs),
+        "yaxis": "y2",
+        "mode": "markers",
+        "marker": {"symbol": symbol, "size": size, "color": fill},
+        "name": name,
+        "hovertext": texts,
+        "hoverinfo": "text+x",
+    }
 
 
 def difference_figure(
@@ -198,36 +264,38 @@ def difference_figure(
     *,
     title: str = "",
     divergence: dict[str, int | None] | None = None,
-) -> go.Figure:
+) -> Figure:
     """Each candidate minus the reference at the reference's steps (linear interpolation)."""
     ref_name, ref_points = reference
     rx = np.array([p["step"] for p in ref_points], dtype=float)
     ry = _y(ref_points).astype(np.float64)
-    fig = go.Figure()
+    traces: list[Trace] = []
+    shapes = [hline(0, {"color": "#000000", "width": 1})]
     for index, (name, points) in enumerate(candidates, start=1):
         cx = np.array([p["step"] for p in points], dtype=float)
         cy = _y(points).astype(np.float64)
         if len(rx) == 0 or len(cx) == 0:
             continue
-        diff = cy - np.interp(cx, rx, ry)
-        fig.add_trace(
-            go.Scatter(
-                x=cx,
-                y=diff,
-                mode="lines",
-                line={"color": color(index), "width": 2},
-                name=f"{safe(name)} − {safe(ref_name)}",
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": cx,
+                "y": cy - np.interp(cx, rx, ry),
+                "mode": "lines",
+                "line": {"color": color(index), "width": 2},
+                "name": f"{safe(name)} − {safe(ref_name)}",
+            }
         )
         step = (divergence or {}).get(name)
         if step is not None:
-            fig.add_vline(x=step, line={"color": color(index), "dash": "dash"})
-    fig.add_hline(y=0, line={"color": "#000000", "width": 1})
-    fig.update_layout(
-        title={"text": safe(title), "x": 0.01},
-        height=360,
-        template="plotly_white",
-        margin={"l": 50, "r": 10, "t": 35, "b": 30},
-        legend={"orientation": "h", "y": -0.2},
+            shapes.append(vline(step, {"color": color(index), "dash": "dash"}))
+    return figure(
+        traces,
+        {
+            "title": {"text": safe(title), "x": 0.01},
+            "height": 360,
+            "margin": {"l": 50, "r": 10, "t": 35, "b": 30},
+            "legend": {"orientation": "h", "y": -0.2},
+            "shapes": shapes,
+        },
     )
-    return fig

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from dashboard.analysis import ema, first_divergence, running_mean
@@ -91,17 +92,19 @@ def test_url_state_round_trips() -> None:
 def test_series_figure_draws_band_line_and_nonfinite_markers() -> None:
     points = [point(0, 1.0, count=2, lo=0.5, hi=5.0), point(2, 2.0, count=2, nan=1)]
     fig = series_figure([("k3_kl", points)], title="t", log_y=True)
-    names = [t.name for t in fig.data]
+    names = [t["name"] for t in fig["data"]]
     assert names == ["k3_kl max", "k3_kl min–max", "k3_kl", "k3_kl NaN/Inf"]
-    assert list(fig.data[0].y) == [5.0, 2.0]
-    assert fig.layout.yaxis.type == "log"
+    assert list(fig["data"][0]["y"]) == [5.0, 2.0]
+    assert fig["layout"]["yaxis"]["type"] == "log"
     smoothed = series_figure([("x", [point(s, float(s)) for s in range(5)])], smoothing="ema")
-    assert [t.name for t in smoothed.data] == ["x (raw)", "x"]
+    assert [t["name"] for t in smoothed["data"]] == ["x (raw)", "x"]
+    # The figure is valid Plotly: the graph objects accept it unchanged.
+    assert go.Figure(fig).data[2].name == "k3_kl"
 
 
 def test_user_text_is_escaped_in_figures() -> None:
     fig = series_figure([("<img src=x onerror=alert(1)>", [point(0, 1.0)])])
-    assert fig.data[0].name == "&lt;img src=x onerror=alert(1)&gt;"
+    assert fig["data"][0]["name"] == "&lt;img src=x onerror=alert(1)&gt;"
     assert safe("<b>") == "&lt;b&gt;"
 
 

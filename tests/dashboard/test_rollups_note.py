@@ -48,6 +48,6 @@ def test_a_retained_run_is_named_as_drawn_from_rollups(migrated_db: Database) ->
     assert ROLLUPS_ONLY in old_page.children and ROLLUPS_ONLY not in new_page.children
 
     figure, _, _ = compare.view(query, ["new", "old"], "new", "k3_kl", "overlay", 3.0, 5)
-    assert figure.layout.title.text.endswith(f"{ROLLUPS_ONLY}: old run")
+    assert figure["layout"]["title"]["text"].endswith(f"{ROLLUPS_ONLY}: old run")
     alone, _, _ = compare.view(query, ["new"], "new", "k3_kl", "overlay", 3.0, 5)
-    assert ROLLUPS_ONLY not in alone.layout.title.text
+    assert ROLLUPS_ONLY not in alone["layout"]["title"]["text"]
