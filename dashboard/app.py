@@ -27,7 +27,7 @@ def create_dash(
     *,
     alerts: Any = None,
     requests_pathname_prefix: str = "/",
-    poll_ms: int = 2000,
+    poll_ms: int = 10_000,
 ) -> dash.Dash:
     """Build the dashboard over a query service (the server's `QueryService`, or a fake)."""
     app = dash.Dash(

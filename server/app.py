@@ -94,7 +94,9 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
 
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     if settings.dashboard:
-        dash_app = create_dash(services.query, alerts=services.alarms)
+        dash_app = create_dash(
+            services.query, alerts=services.alarms, poll_ms=int(settings.refresh_s * 1000)
+        )
         app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app
 

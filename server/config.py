@@ -38,6 +38,11 @@ class Settings(BaseSettings):
         gt=0,
         description="Drop raw values of runs quiet for this many days (rollups stay); off: keep",
     )
+    refresh_s: float = Field(
+        default=10.0,
+        ge=1.0,
+        description="How often dashboard pages of live runs look for new steps, in seconds",
+    )
     dashboard: bool = True
     alarms: bool = True
     log_level: str = "info"

@@ -29,10 +29,9 @@ from server.errors import NotFound
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 INLINE = {"display": "inline-block", "marginLeft": "12px"}
-POLL_MS = 5000
 
 
-def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = POLL_MS, **_: Any) -> Any:
+def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, **_: Any) -> Any:
     run_id = params.get("run")
     if not run_id:
         return _message("No run selected", "Choose one on the runs page.")

@@ -17,7 +17,7 @@ from server.schemas.query import SeriesPointOut
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 
-MAX_POINTS = 1000
+MAX_POINTS = 600  # a half-width panel is about 600 px wide: a bucket per pixel
 ZOOM_POINTS = 2000
 CSV_FIELDS = tuple(SeriesPointOut.model_fields)  # a step bucket, as the API returns it
 Series = dict[str, list[dict[str, Any]]]

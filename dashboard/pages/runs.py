@@ -25,7 +25,6 @@ from server.errors import Rejected
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 
-POLL_MS = 5000
 COLUMNS = [
     ("name", "run"),
     ("project", "project"),
@@ -51,7 +50,7 @@ RESTARTS = {
 }
 
 
-def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
+def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, **_: Any) -> Any:
     return html.Div(
         [
             html.H2("Runs"),
@@ -69,7 +68,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
             dcc.Store(id=ids.RUNS_VERSION, data=None),
             dcc.Store(id=ids.RUNS_PAGE_IDS, data=[]),
             # One-shot: each load re-arms it when done, so polls never overlap.
-            dcc.Interval(id=ids.RUNS_REFRESH, interval=POLL_MS, max_intervals=1),
+            dcc.Interval(id=ids.RUNS_REFRESH, interval=poll_ms, max_intervals=1),
         ]
     )
 

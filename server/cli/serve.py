@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,6 +33,15 @@ def serve(
             help="Allow webhooks to this CIDR or host name beyond public addresses (repeatable)",
         ),
     ] = None,
+    retention_days: Annotated[
+        float | None,
+        typer.Option(
+            help="Drop raw values of runs quiet this many days (rollups stay); default: keep"
+        ),
+    ] = None,
+    refresh_s: Annotated[
+        float | None, typer.Option(help="Dashboard refresh of live runs, seconds (default 10)")
+    ] = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
@@ -42,8 +51,10 @@ def serve(
     from server.app import create_app
     from server.services.tokens import TokenService
 
+    given: dict[str, Any] = {"retention_days": retention_days, "refresh_s": refresh_s}
     try:
         settings = Settings(
+            **{k: v for k, v in given.items() if v is not None},  # else env or default
             db=db,
             host=host,
             port=port,

@@ -6,10 +6,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
 import yaml
+from typer.testing import CliRunner
 
 from server.cli import app
 from tests.conftest import ROOT
@@ -99,3 +101,19 @@ def test_container_commands_are_ones_the_cli_accepts() -> None:
         parses(command)
     with pytest.raises(Exception):  # noqa: B017,PT011 - the parser really rejects nonsense
         parses(["serve", "--no-such-flag"])
+
+
+def test_serve_takes_settings_from_flags_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr("server.app.create_app", lambda settings: seen.append(settings))
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setenv("MISMATCH_RETENTION_DAYS", "45")
+    db = str(tmp_path / "flags.duckdb")
+    runner = CliRunner()
+    assert runner.invoke(app, ["serve", "--db", db, "--refresh-s", "3"]).exit_code == 0
+    assert runner.invoke(app, ["serve", "--db", db, "--retention-days", "7"]).exit_code == 0
+    assert [(s.retention_days, s.refresh_s) for s in seen] == [(45.0, 3.0), (7.0, 10.0)]
+    refused = runner.invoke(app, ["serve", "--db", db, "--refresh-s", "0.1"])
+    assert refused.exit_code != 0 and "refresh_s" in refused.output
