@@ -1,6 +1,7 @@
 """What reads cost as history grows: the same requests against databases of 16 and 256 runs.
 
     python benchmarks/scale.py [--json] [--runs 16,256] [--steps 10000] [--db postgresql://…]
+                               [--cache DIR]
 
 Each database holds N runs × `--steps` steps × 40 metrics, written interleaved as concurrent
 runs would write them (64-step batches, every run in turn) through the storage layer's own
@@ -12,8 +13,8 @@ HTTP (medians of 7 calls after a warm-up):
 - hardware: k3_kl per GPU type over the whole project;
 - run page: what the run page reads (the run, its metrics, every panel's series in one call);
 - landing page: headless Chromium from navigation to the first row of the runs table;
-- ingest with a dashboard open vs idle: 4 clients posting new steps, with and without Chromium
-  showing the runs page and a run page (alternated, medians).
+- ingest with a dashboard open vs idle: 4 clients posting new steps for 25 s, with and without
+  Chromium showing the runs page and the run page of a run being written (alternated, medians).
 The last line printed is one JSON object; `*_16` against `*_256` is the ratio that matters.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,6 +49,7 @@ CANONICAL = [m for panel in PANELS for m in panel.metrics]
 METRICS = CANONICAL + [f"user_metric_{i:02d}" for i in range(40 - len(CANONICAL))]
 GPUS = ("NVIDIA H20", "NVIDIA A100-SXM4-80GB", "NVIDIA L20", "NVIDIA H100 80GB HBM3")
 BATCH = 64
+ROUND_S = 25.0  # one ingest round: the dashboard's pages refresh every 10 s
 PROJECT = "bench"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -163,15 +166,17 @@ def landing_ms(url: str) -> float:
     return statistics.median(samples)
 
 
-def ingest_rate(url: str, runs: int, steps: int, round_index: int, batches: int = 25) -> float:
-    """4 clients posting new steps of 4 runs (after `steps`): values/s."""
+def ingest_rate(url: str, runs: int, steps: int, round_index: int, seconds: float) -> float:
+    """4 clients posting new steps of 4 runs (after `steps`) for `seconds`: values/s."""
     errors: list[int] = []
+    sent = [0] * 4
+    deadline = time.perf_counter() + seconds
 
     def client(c: int) -> None:
         rid = run_id(c * (runs // 4))
+        first = steps + round_index * 1_000_000  # each round writes steps of its own
         with httpx.Client(base_url=url, timeout=120) as http:
-            for b in range(batches):
-                first = steps + (round_index * batches + b) * BATCH
+            while time.perf_counter() < deadline:
                 records = [
                     {
                         "run_id": rid,
@@ -182,9 +187,11 @@ def ingest_rate(url: str, runs: int, steps: int, round_index: int, batches: int 
                     }
                     for s in range(first, first + BATCH)
                 ]
+                first += BATCH
                 response = http.post("/api/v1/ingest", json={"records": records})
                 if response.status_code != 200:
                     errors.append(response.status_code)
+                sent[c] += BATCH * len(METRICS)
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
     started = time.perf_counter()
@@ -194,12 +201,14 @@ def ingest_rate(url: str, runs: int, steps: int, round_index: int, batches: int 
         thread.join()
     if errors:
         raise RuntimeError(f"ingest failed: {errors[:3]}")
-    return 4 * batches * BATCH * len(METRICS) / (time.perf_counter() - started)
+    return sum(sent) / (time.perf_counter() - started)
 
 
-def ingest_while_browsing(url: str, runs: int, steps: int) -> tuple[float, float]:
-    """Ingest rates idle and with Chromium showing the runs page and a run page (both
-    polling), alternated three times each; medians."""
+def ingest_while_browsing(url: str, runs: int, steps: int, seconds: float) -> tuple[float, float]:
+    """Ingest rates idle and with Chromium showing the runs page and the run page of a run
+    being written (both refreshing as they do live), alternated three times each; medians.
+    A round lasts `seconds`, several of the pages' refresh intervals, so what it measures
+    includes their redraws and not only their first load."""
     from playwright.sync_api import sync_playwright
 
     idle, browsing = [], []
@@ -213,7 +222,7 @@ def ingest_while_browsing(url: str, runs: int, steps: int) -> tuple[float, float
                     page.goto(url + path)
                     pages.append(page)
                 time.sleep(2)
-            rate = ingest_rate(url, runs, steps, r)
+            rate = ingest_rate(url, runs, steps, r, seconds)
             (browsing if r % 2 else idle).append(rate)
             for page in pages:
                 page.close()
@@ -222,17 +231,21 @@ def ingest_while_browsing(url: str, runs: int, steps: int) -> tuple[float, float
 
 
 def measure(
-    db_url: str, runs: int, steps: int, last: bool, say: Callable[[str], None]
+    db_url: str,
+    runs: int,
+    steps: int,
+    last: bool,
+    say: Callable[[str], None],
+    cache: Path | None = None,
 ) -> dict[str, float]:
-    build_s = build(db_url, runs, steps, say)
-    say(f"  built {runs} runs in {build_s:.0f} s")
+    build_s = prepare(db_url, runs, steps, say, cache)
     proc, url = start_server(db_url, dashboard=True)
     try:
         out = {f"{k}_{runs}": round(v, 1) for k, v in http_times(url, runs).items()}
         out[f"build_s_{runs}"] = round(build_s, 1)
         if last:
             out[f"landing_browser_ms_{runs}"] = round(landing_ms(url), 1)
-            idle, browsing = ingest_while_browsing(url, runs, steps)
+            idle, browsing = ingest_while_browsing(url, runs, steps, ROUND_S)
             out["ingest_values_per_s_idle"] = round(idle)
             out["ingest_values_per_s_while_browsing"] = round(browsing)
             out["ingest_while_browsing_ratio"] = round(browsing / idle, 3)
@@ -242,13 +255,38 @@ def measure(
     return out
 
 
+def prepare(
+    db_url: str, runs: int, steps: int, say: Callable[[str], None], cache: Path | None
+) -> float:
+    """Build the database (seconds taken); with a cache folder, build it there once and measure
+    a copy of it (measuring writes to it)."""
+    if cache is None:
+        build_s = build(db_url, runs, steps, say)
+        say(f"  built {runs} runs in {build_s:.0f} s")
+        return build_s
+    kept = cache / f"scale-{runs}x{steps}.duckdb"
+    stamp = kept.with_suffix(".build_s")
+    if not stamp.exists():
+        kept.unlink(missing_ok=True)
+        build_s = build(str(kept), runs, steps, say)
+        stamp.write_text(f"{build_s:.1f}")
+    say(f"  {runs} runs: copying the database built before in {stamp.read_text()} s")
+    shutil.copyfile(kept, db_url)
+    return float(stamp.read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--runs", default="16,256")
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--db", default=None, help="a PostgreSQL URL (a database per size is made)")
+    parser.add_argument(
+        "--cache", type=Path, default=None, help="DuckDB only: keep the built databases here"
+    )
     args = parser.parse_args()
+    if args.cache is not None and args.db:
+        parser.error("--cache keeps DuckDB files; it does not apply to --db")
     sizes = [int(n) for n in args.runs.split(",")]
 
     def say(text: str) -> None:
@@ -261,7 +299,8 @@ def main() -> None:
             db_url = (
                 str(Path(tmp) / f"scale-{runs}.duckdb") if not args.db else _pg_db(args.db, runs)
             )
-            results |= measure(db_url, runs, args.steps, n == len(sizes) - 1, say)
+            last = n == len(sizes) - 1
+            results |= measure(db_url, runs, args.steps, last, say, args.cache)
     small, large = sizes[0], sizes[-1]
     for key in ("runs_list_ms", "series_ms"):
         results[f"{key}_ratio_{large}_vs_{small}"] = round(
