@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
@@ -155,7 +156,20 @@ def fetch_columns(conn: Connection, query: sa.TextClause, params: dict[str, Any]
     values = compiled.construct_params()
     raw: Any = conn.connection.driver_connection
     cursor = raw.execute(str(compiled), [values[n] for n in compiled.positiontup or []])
-    return dict(cursor.fetchnumpy())
+    return {name: _unmasked(column) for name, column in cursor.fetchnumpy().items()}
+
+
+def _unmasked(column: Any) -> Any:
+    """DuckDB hands NULLs back as a masked array, whose plain values hide a 0 under each mask:
+    NULLs become NaN in a float column and None in any other, as the PostgreSQL path gives."""
+    if not isinstance(column, np.ma.MaskedArray):
+        return column
+    if column.dtype.kind == "f":
+        return column.filled(np.nan)
+    hidden = np.broadcast_to(np.asarray(column.mask, dtype=bool), column.shape)  # or one bool
+    out = column.data.astype(object)
+    out[hidden] = None
+    return out
 
 
 def fetch_all(conn: Connection, query: sa.Select[Any] | sa.TextClause) -> list[tuple[Any, ...]]:

@@ -116,6 +116,8 @@ def test_buckets_match_reference_with_nonfinite_values(
     values[[5, 400]] = np.nan
     values[17] = np.inf
     values[18] = -np.inf
+    values[300:376] = np.nan  # a collapse: whole rollup blocks without a finite value...
+    values[376:390] += 50.0  # ...sharing buckets with blocks that have some
     _load(ingest, "ref", values[:600])
     if compacted:  # some of the run in sorted chunks and rollups, the rest still hot
         compaction.compact(database)
@@ -169,6 +171,20 @@ def test_series_of_several_actors_merges_per_step(
     assert [(p.min, p.max, p.count) for p in merged.points][:2] == [(0.0, 20.0, 3), (1.0, 21.0, 3)]
     one = query.series("multi", "x", actor="a2", max_points=10)
     assert [p.last for p in one.points] == [20.0 + s for s in range(10)]
+
+
+def test_a_block_without_finite_values_lends_its_bucket_nothing(
+    services: tuple[IngestService, QueryService], database: Database
+) -> None:
+    ingest, query = services
+    values = np.full(600, 2.0)
+    values[300:376] = np.nan  # blocks 38-46 of 8 steps hold no finite value
+    _load(ingest, "gap", values)
+    compaction.compact(database)
+    found = query.series("gap", "k3_kl", max_points=60)  # buckets of 16 steps from 8-step rollups
+    by_step = {p.step: p for p in found.points}
+    assert (by_step[304].min, by_step[304].max, by_step[304].nan) == (None, None, 16)
+    assert (by_step[368].min, by_step[368].max, by_step[368].nan) == (2.0, 2.0, 8)
 
 
 def test_step_range_outside_data_is_empty(services: tuple[IngestService, QueryService]) -> None:
