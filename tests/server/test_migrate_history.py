@@ -4,6 +4,8 @@ before: its values, heads, GPU segments and bucket sums come from what was store
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -13,6 +15,7 @@ import sqlalchemy as sa
 from server.services.query import QueryService
 from server.storage import compaction, migrate
 from server.storage.db import Database
+from tests.conftest import ROOT
 from tests.server.test_series import reference_buckets
 
 STEPS = 3000
@@ -115,3 +118,27 @@ def test_an_old_database_migrates_and_reads_as_before(
     by_gpu = {b.group: b.tokens for b in query.buckets(["legacy"], group_by="gpu")}
     assert by_gpu == {"NVIDIA L20": 2.0 * 500, "NVIDIA H20": 2.0 * 500}
     assert not math.isnan(query.hardware(project="old")[0].median or math.nan)
+
+
+def test_the_migrate_command_sorts_old_values_with_a_progress_bar(
+    old_db: tuple[Database, np.ndarray], db_url: str
+) -> None:
+    db, values = old_db
+    db.dispose()  # the command opens the database itself (DuckDB: one process at a time)
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", "migrate", "--db", db_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "schema at revision 0003" in done.stdout
+    assert "compacting stored values" in done.stdout
+    assert f"compacted {STEPS:,} values" in done.stdout
+    with db.read() as conn:
+        hot = conn.execute(sa.text("SELECT count(*) FROM points_hot")).scalar_one()
+        rollups = conn.execute(sa.text("SELECT count(*) FROM rollups WHERE level = 1")).scalar_one()
+    assert (hot, rollups) == (0, STEPS // 8)
+    last = QueryService(db).series("legacy", "k3_kl", step_min=STEPS - 1).points
+    assert repr(last[0].last) == repr(float(values[-1]))
