@@ -319,7 +319,7 @@ def _pg_db(base_url: str, runs: int) -> str:
         base_url.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="AUTOCOMMIT"
     )
     with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     engine.dispose()
     return base_url.rsplit("/", 1)[0] + "/" + name
