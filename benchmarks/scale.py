@@ -24,6 +24,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -250,9 +251,19 @@ def measure(
             out["ingest_values_per_s_while_browsing"] = round(browsing)
             out["ingest_while_browsing_ratio"] = round(browsing / idle, 3)
     finally:
-        proc.terminate()
-        proc.wait(30)
+        stop(proc)
     return out
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """End the server; one still finishing its last compaction is killed rather than waited
+    for, so the figures already measured are printed."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(30)
 
 
 def prepare(
@@ -301,6 +312,7 @@ def main() -> None:
             )
             last = n == len(sizes) - 1
             results |= measure(db_url, runs, args.steps, last, say, args.cache)
+            print(f"after {runs} runs: {json.dumps(results)}", file=sys.stderr, flush=True)
     small, large = sizes[0], sizes[-1]
     for key in ("runs_list_ms", "series_ms"):
         results[f"{key}_ratio_{large}_vs_{small}"] = round(
