@@ -1,8 +1,15 @@
-"""Token scopes: what a token may do, within its project."""
+"""Token scopes: what a token may do, and where.
+
+`ingest`, `read` and `admin` act within the token's project; `server-admin` acts across projects
+(it manages tokens of every project) and is made only from the command line, against the
+database, never over HTTP.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
-Scope = Literal["ingest", "read", "admin"]
-SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
+Scope = Literal["ingest", "read", "admin", "server-admin"]
+SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin", "server-admin")
+PROJECT_SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
+ALL_PROJECTS = "*"  # the project column of a server-admin token
