@@ -7,25 +7,30 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 
 from dashboard import create_dash
+from dashboard.access import Scoped
+from dashboard.query import QueryLike
 from server.alarms import wiring
 from server.api import errors
+from server.api.gate import DashboardGate
 from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
-from server.api.routes import alarms, health, ingest, maintenance, runs, tokens
+from server.api.routes import alarms, health, ingest, maintenance, runs, session, tokens
 from server.config import Settings
 from server.container import Services
 from server.errors import NotFound
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.query import QueryService
+from server.services.sessions import Sessions
 from server.services.tokens import TokenService
 from server.storage import migrate
+from server.storage import secrets as server_secrets
 from server.storage.db import Database
 from server.telemetry import Telemetry
 
@@ -41,7 +46,15 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     token_service = TokenService(
         db, require_tokens=not settings.is_loopback and not settings.insecure
     )
-    services = Services(settings, db, query, ingest_service, token_service, telemetry, maintenance)
+    sessions = Sessions(
+        token_service,
+        lambda: server_secrets.load_or_create(db, "session"),
+        ttl_s=settings.session_ttl_s,
+        secure=settings.base_url.startswith("https://"),
+    )
+    services = Services(
+        settings, db, query, ingest_service, token_service, telemetry, maintenance, sessions
+    )
     if settings.alarms:
         services.alarms = wiring.build(
             db, base_url=settings.base_url, policy=settings.webhook_policy
@@ -78,7 +91,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    routers = (health, ingest, runs, tokens, alarms, maintenance)
+    routers = (health, ingest, runs, tokens, alarms, maintenance, session)
     for module in routers:
         app.include_router(module.router)
     _document_ingest_body(app)
@@ -92,10 +105,13 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         """Unknown API paths answer 404 JSON instead of falling through to the dashboard."""
         raise NotFound(f"no API endpoint /api/{rest}; see /docs")
 
+    app.add_middleware(DashboardGate, sessions=services.sessions)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     if settings.dashboard:
         dash_app = create_dash(
-            services.query, alerts=services.alarms, poll_ms=int(settings.refresh_s * 1000)
+            cast(QueryLike, Scoped(services.query)),
+            alerts=Scoped(services.alarms) if services.alarms is not None else None,
+            poll_ms=int(settings.refresh_s * 1000),
         )
         app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

@@ -43,6 +43,14 @@ class Settings(BaseSettings):
         ge=1.0,
         description="How often dashboard pages of live runs look for new steps, in seconds",
     )
+    session_ttl_s: float = Field(
+        default=12 * 3600, ge=60, description="How long a dashboard sign-in lasts, in seconds"
+    )
+    metrics_token: str | None = Field(
+        default=None,
+        min_length=16,
+        description="A bearer secret for Prometheus to scrape /metrics with (besides tokens)",
+    )
     dashboard: bool = True
     alarms: bool = True
     log_level: str = "info"

@@ -42,6 +42,17 @@ def serve(
     refresh_s: Annotated[
         float | None, typer.Option(help="Dashboard refresh of live runs, seconds (default 10)")
     ] = None,
+    session_ttl_s: Annotated[
+        float | None, typer.Option(help="How long a dashboard sign-in lasts, seconds (12 h)")
+    ] = None,
+    metrics_token: Annotated[
+        str | None,
+        typer.Option(
+            help="A secret Prometheus sends as `Authorization: Bearer …` to scrape /metrics "
+            "(every project); read tokens see their project's runs only",
+            envvar="MISMATCH_METRICS_TOKEN",
+        ),
+    ] = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
@@ -51,7 +62,12 @@ def serve(
     from server.app import create_app
     from server.services.tokens import TokenService
 
-    given: dict[str, Any] = {"retention_days": retention_days, "refresh_s": refresh_s}
+    given: dict[str, Any] = {
+        "retention_days": retention_days,
+        "refresh_s": refresh_s,
+        "session_ttl_s": session_ttl_s,
+        "metrics_token": metrics_token,
+    }
     try:
         settings = Settings(
             **{k: v for k, v in given.items() if v is not None},  # else env or default

@@ -13,3 +13,8 @@ Scope = Literal["ingest", "read", "admin", "server-admin"]
 SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin", "server-admin")
 PROJECT_SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
 ALL_PROJECTS = "*"  # the project column of a server-admin token
+
+READER_HEADER = "x-mismatch-reader"
+"""Set by the server's sign-in gate on every dashboard request (and stripped from what clients
+send): JSON `{"projects": null | [names]}`, the projects the signed-in reader may see. The
+dashboard reads it and shows nothing when it is missing."""

@@ -146,6 +146,20 @@ class TokenService:
             raise Unauthorized("this token was revoked")
         return auth.Principal(token_id=token_id, project=row.project, scope=row.scope)
 
+    def principal_of(self, token_id: str) -> auth.Principal | None:
+        """The principal of an active token, by id: what a signed dashboard session names (so
+        revoking the token ends its sessions at once)."""
+        with self._db.read() as conn:
+            return _principal_row(conn, token_id)
+
+
+def _principal_row(conn: sa.Connection, token_id: str) -> auth.Principal | None:
+    c = t.tokens.c
+    row = conn.execute(
+        sa.select(c.project, c.scope).where(c.id == token_id, c.revoked_at.is_(None))
+    ).first()
+    return None if row is None else auth.Principal(token_id, row.project, row.scope)
+
 
 def require_scope(principal: auth.Principal, scope: str) -> None:
     """Raise Forbidden unless `principal` may act with `scope` (an admin may do what its

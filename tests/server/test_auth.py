@@ -64,7 +64,7 @@ MATRIX = [
     ("ingest with a read token", "POST", "/api/v1/ingest", "batch", "read_a", 403),
     ("ingest into another project", "POST", "/api/v1/ingest", "batch", "ingest_b", 403),
     ("ingest into its own project", "POST", "/api/v1/ingest", "batch", "ingest_a", 200),
-    ("write into another project's run", "POST", "/api/v1/ingest", FOREIGN_RECORD, "ingest_b", 403),
+    ("write into another project's run", "POST", "/api/v1/ingest", FOREIGN_RECORD, "ingest_b", 404),
     ("list runs without a token", "GET", "/api/v1/runs", None, None, 401),
     ("list runs with an ingest token", "GET", "/api/v1/runs", None, "ingest_a", 403),
     ("read a run of another project", "GET", "/api/v1/runs/ra", None, "read_b", 404),
