@@ -10,7 +10,8 @@ import pytest
 
 from dashboard.configdiff import diff
 from tests.conftest import ROOT
-from tests.dashboard.test_browser import CHROMIUM, FLAGS, wait_plots
+from tests.dashboard.chromium import launched
+from tests.dashboard.test_browser import wait_plots
 
 pytestmark = pytest.mark.slow
 STEPS = 4
@@ -58,15 +59,8 @@ def check(server: Any, engine: str, tmp_path: Path) -> None:
 
 
 def compare_in_browser(server: Any, engine: str, names: list[str]) -> None:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is not installed; the test set-up (make test) installs it")
-        pytest.skip("Debian chromium not installed")
-    from playwright.sync_api import sync_playwright
-
     runs = ",".join(f"{engine}-{n}" for n in names)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+    with launched() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(f"{server.url}/compare?runs={runs}&ref={engine}-parity&metric=k3_kl")
         drawn = wait_plots(page, 1)
@@ -80,7 +74,6 @@ def compare_in_browser(server: Any, engine: str, names: list[str]) -> None:
         shots = ROOT / "test-artifacts" / "screenshots"
         shots.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(shots / f"demo-compare-{engine}.png"), full_page=True)
-        browser.close()
 
 
 def test_demo_with_the_torch_engine(server_factory: Any, tmp_path: Path) -> None:
