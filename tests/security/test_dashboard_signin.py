@@ -4,14 +4,16 @@ the signed-in reader's projects, and sign-in that keeps the view a deep link ask
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
-from tests.dashboard.chromium import launched
 
 from dashboard import ids
+from tests.dashboard.chromium import launched
 from tests.security.conftest import ALPHA_RUN, BETA_RUN, SECRET, Deployment
 
 pytestmark = [pytest.mark.security, pytest.mark.browser]
@@ -19,13 +21,14 @@ pytestmark = [pytest.mark.security, pytest.mark.browser]
 HTML = {"Accept": "text/html"}
 
 
-def signed_in(deployment: Deployment, kind: str) -> httpx.Client:
-    client = httpx.Client(base_url=deployment.server.url, timeout=60)
-    response = client.post(
-        "/login", data={"token": deployment.tokens[kind], "next": "/"}, follow_redirects=False
-    )
-    assert response.status_code == 303, response.text
-    return client
+@contextmanager
+def signed_in(deployment: Deployment, kind: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=deployment.server.url, timeout=60) as client:
+        response = client.post(
+            "/login", data={"token": deployment.tokens[kind], "next": "/"}, follow_redirects=False
+        )
+        assert response.status_code == 303, response.text
+        yield client
 
 
 def test_no_page_callback_or_asset_without_a_session(deployment: Deployment) -> None:
@@ -42,19 +45,18 @@ def test_no_page_callback_or_asset_without_a_session(deployment: Deployment) -> 
 
 
 def test_the_session_cookie_is_signed_http_only_and_strict(deployment: Deployment) -> None:
-    client = signed_in(deployment, "read_alpha")
-    cookie = client.post(
-        "/login", data={"token": deployment.tokens["read_alpha"]}, follow_redirects=False
-    ).headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Max-Age=43200" in cookie
-    value = client.cookies["mm_session"]
-    tampered = httpx.get(
-        deployment.server.url + "/_dash-layout",
-        cookies={"mm_session": value[:-2] + ("AA" if not value.endswith("AA") else "BB")},
-        timeout=30,
+    with signed_in(deployment, "read_alpha") as client:
+        cookie = client.post(
+            "/login", data={"token": deployment.tokens["read_alpha"]}, follow_redirects=False
+        ).headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Max-Age=43200" in cookie
+        value = client.cookies["mm_session"]
+        assert client.get("/_dash-layout").status_code == 200
+    tampered = value[:-2] + ("AA" if not value.endswith("AA") else "BB")
+    refused = httpx.get(
+        deployment.server.url + "/_dash-layout", cookies={"mm_session": tampered}, timeout=30
     )
-    assert tampered.status_code == 401
-    assert client.get("/_dash-layout").status_code == 200
+    assert refused.status_code == 401
 
 
 def test_ingest_and_unknown_tokens_cannot_sign_in(deployment: Deployment) -> None:
@@ -66,10 +68,9 @@ def test_ingest_and_unknown_tokens_cannot_sign_in(deployment: Deployment) -> Non
 
 
 def test_sign_in_goes_only_to_this_server(deployment: Deployment) -> None:
-    client = httpx.Client(base_url=deployment.server.url, timeout=30)
     for target in ("https://evil.example/x", "//evil.example/x", "/\\evil.example"):
-        response = client.post(
-            "/login",
+        response = httpx.post(
+            deployment.server.url + "/login",
             data={"token": deployment.tokens["read_alpha"], "next": target},
             follow_redirects=False,
         )
@@ -115,28 +116,26 @@ def test_every_callback_answers_only_with_the_readers_projects(deployment: Deplo
         f"{ids.RUN_ZOOM}.data": {},
         f"{ids.RUN_METRICS}.value": [],
     }
-    beta = signed_in(deployment, "read_beta")
-    callbacks = _callbacks(beta)
-    assert len(callbacks) >= 10
-    asked = 0
-    for callback in callbacks:
-        body = _body(callback, values)
-        if body is None:
-            continue
-        asked += 1
-        answer = beta.post("/_dash-update-component", json=body)
-        assert answer.status_code != 401
-        assert SECRET not in answer.text, callback["output"]
-        if answer.status_code == 200 and callback["output"] != f"{ids.URL}.search":
-            assert ALPHA_RUN not in answer.text.replace(f"?run={ALPHA_RUN}", ""), callback["output"]
-    assert asked >= 10
-    route = next(c for c in callbacks if c["output"] == f"{ids.PAGE}.children")
-    body = _body(route, values)
-    assert body is not None
-    seen_by_beta = beta.post("/_dash-update-component", json=body).text
-    assert "Run not found" in seen_by_beta
-    seen_by_alpha = signed_in(deployment, "read_alpha").post("/_dash-update-component", json=body)
-    assert seen_by_alpha.status_code == 200 and "project alpha" in seen_by_alpha.text
+    with signed_in(deployment, "read_beta") as beta, signed_in(deployment, "read_alpha") as alpha:
+        callbacks = _callbacks(beta)
+        assert len(callbacks) >= 10
+        asked = 0
+        for callback in callbacks:
+            body = _body(callback, values)
+            if body is None:
+                continue
+            asked += 1
+            answer = beta.post("/_dash-update-component", json=body)
+            assert answer.status_code != 401
+            assert SECRET not in answer.text, callback["output"]
+            assert "project alpha" not in answer.text, callback["output"]
+        assert asked >= 10
+        route = next(c for c in callbacks if c["output"] == f"{ids.PAGE}.children")
+        body = _body(route, values)
+        assert body is not None
+        assert "Run not found" in beta.post("/_dash-update-component", json=body).text
+        seen_by_alpha = alpha.post("/_dash-update-component", json=body)
+        assert seen_by_alpha.status_code == 200 and "project alpha" in seen_by_alpha.text
 
 
 def test_a_revoked_token_ends_its_sessions(deployment: Deployment) -> None:
@@ -146,14 +145,14 @@ def test_a_revoked_token_ends_its_sessions(deployment: Deployment) -> None:
         {"project": "beta", "scope": "read"},
         token=deployment.tokens["admin_beta"],
     ).json()
-    client = httpx.Client(base_url=server.url, timeout=30)
-    client.post("/login", data={"token": created["token"]}, follow_redirects=False)
-    assert client.get("/_dash-layout").status_code == 200
-    revoked = httpx.delete(
-        f"{server.url}/api/v1/tokens/{created['id']}", headers=deployment.headers("admin_beta")
-    )
-    assert revoked.status_code == 200
-    assert client.get("/_dash-layout").status_code == 401
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        client.post("/login", data={"token": created["token"]}, follow_redirects=False)
+        assert client.get("/_dash-layout").status_code == 200
+        revoked = httpx.delete(
+            f"{server.url}/api/v1/tokens/{created['id']}", headers=deployment.headers("admin_beta")
+        )
+        assert revoked.status_code == 200
+        assert client.get("/_dash-layout").status_code == 401
 
 
 def test_a_link_from_another_site_reloads_itself_to_carry_the_session(
@@ -179,7 +178,8 @@ def test_a_deep_link_goes_through_sign_in_and_lands_on_the_view(deployment: Depl
         page.fill("input[name=token]", deployment.tokens["read_alpha"])
         page.click("button[type=submit]")
         page.wait_for_selector(f"#{ids.RUN_TITLE}")
-        assert page.url == link
+        assert page.url.startswith(f"{url}/run?run={ALPHA_RUN}")
+        assert "step_min=10&step_max=30" in page.url
         assert "project alpha" in page.inner_text(f"#{ids.RUN_SUBTITLE}")
         cookies = {c["name"]: c for c in context.cookies()}
         assert cookies["mm_session"]["httpOnly"] and cookies["mm_session"]["sameSite"] == "Strict"
