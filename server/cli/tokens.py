@@ -119,3 +119,23 @@ def revoke(
         finally:
             database.dispose()
     typer.echo(f"revoked {token_id}")
+
+
+@tokens.command("first")
+def first(db: DbOpt = DEFAULT_DB) -> None:
+    """Make the first token of a new deployment, a server-admin one, and print it; do nothing
+    when the database already has an active token (so a start-up step can run it every time)."""
+    database, service = _open(db)
+    try:
+        if service.auth_enabled():
+            typer.echo("tokens exist already; none made", err=True)
+            return
+        info, secret = service.create(project=None, scope="server-admin", name="first")
+    finally:
+        database.dispose()
+    typer.echo(secret)
+    typer.echo(
+        f"created server-admin token {info.id}; it is shown only once. Make project tokens "
+        "with `mismatch token create --url URL --token THIS --project P --scope admin`",
+        err=True,
+    )

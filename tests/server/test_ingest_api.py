@@ -182,7 +182,6 @@ def test_run_config_merges_by_top_level_key(server: Any) -> None:
     assert config == {"trainer": {"lr": 1e-6}, "engine": {"logprobs_mode": "raw_logprobs"}}
 
 
-
 def test_run_ids_are_per_project(server: Any) -> None:
     """The same id in another project is another run; where the caller sees both, a read
     without `project` asks which, and a batch without one is refused rather than guessed."""
