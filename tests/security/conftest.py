@@ -67,7 +67,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     db.dispose()
     host = network_address()
     # Receivers point at a closed loopback port, allowed for this deployment only.
-    server = ServerProcess(db_path, log_dir=tmp, host=host, args=["--webhook-allow", "127.0.0.1"])
+    server = ServerProcess(db_path, log_dir=tmp, host=host, args=["--webhook-allow", "127.0.0.9"])
     if host == "0.0.0.0":
         server.url = f"http://127.0.0.1:{server.port}"
     server.start()
@@ -107,7 +107,7 @@ def _seed(server: ServerProcess, made: dict[str, tuple[str, str]]) -> Deployment
     assert rule.status_code == 201, rule.text
     receiver = server.post(
         "/api/v1/receivers",
-        {"project": "alpha", "url": f"http://127.0.0.1:9/{SECRET}"},
+        {"project": "alpha", "url": f"http://127.0.0.9:9/{SECRET}"},
         token=admin,
     )
     assert receiver.status_code == 201, receiver.text

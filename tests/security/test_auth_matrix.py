@@ -68,7 +68,7 @@ def body_for(method: str, path: str) -> Any:
         ("POST", "/api/v1/tokens"): {"project": "alpha", "scope": "read"},
         ("POST", "/api/v1/rules"): RULE,
         ("PATCH", "/api/v1/rules/{rule_id}"): {"enabled": False},
-        ("POST", "/api/v1/receivers"): {"project": "alpha", "url": "http://127.0.0.1:9/x"},
+        ("POST", "/api/v1/receivers"): {"project": "alpha", "url": "http://127.0.0.9:9/x"},
         ("POST", "/api/v1/silences"): {"project": "alpha", "until": time.time() + 60},
         ("POST", "/api/v1/maintenance/retention"): {
             "project": "alpha",
