@@ -60,7 +60,6 @@ def serve(
     import uvicorn
 
     from server.app import create_app
-    from server.services.tokens import TokenService
 
     given: dict[str, Any] = {
         "retention_days": retention_days,
@@ -84,18 +83,7 @@ def serve(
     except ValueError as exc:
         fail(str(exc))
     if not settings.is_loopback and not settings.insecure:
-        check = Database(settings.db)
-        try:
-            migrations.upgrade(check)
-            has_tokens = TokenService(check).auth_enabled()
-        finally:
-            check.dispose()
-        if not has_tokens:
-            fail(
-                f"refusing to bind {host} without tokens: create one first with "
-                f"`mismatch token create --db {db} --project P --scope admin`, "
-                "or pass --insecure to serve an open API on the network"
-            )
+        _require_a_token(settings)
     try:
         application = create_app(settings)
     except Exception as exc:
@@ -106,6 +94,24 @@ def serve(
         f"API docs: {settings.base_url}/docs"
     )
     uvicorn.run(application, host=host, port=port, log_level=log_level)
+
+
+def _require_a_token(settings: Settings) -> None:
+    """A bind beyond loopback serves only a database that has a token."""
+    from server.services.tokens import TokenService
+
+    check = Database(settings.db)
+    try:
+        migrations.upgrade(check)
+        has_tokens = TokenService(check).auth_enabled()
+    finally:
+        check.dispose()
+    if not has_tokens:
+        fail(
+            f"refusing to bind {settings.host} without tokens: create one first with "
+            f"`mismatch token first --db {settings.db}`, "
+            "or pass --insecure to serve an open API on the network"
+        )
 
 
 def migrate(db: DbOpt = DEFAULT_DB) -> None:
