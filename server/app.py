@@ -15,6 +15,13 @@ from fastapi import FastAPI
 from dashboard import create_dash
 from server.alarms import wiring
 from server.api import errors
+from server.api.crosssite import (
+    CORS,
+    CrossOriginCheck,
+    HostCheck,
+    allowed_hosts,
+    trusted_origins,
+)
 from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
 from server.api.routes import alarms, health, ingest, maintenance, runs, tokens
@@ -92,13 +99,29 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         """Unknown API paths answer 404 JSON instead of falling through to the dashboard."""
         raise NotFound(f"no API endpoint /api/{rest}; see /docs")
 
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    _add_middleware(app, settings, json_paths=("/api/", "/_dash-update-component"))
     if settings.dashboard:
         dash_app = create_dash(
             services.query, alerts=services.alarms, poll_ms=int(settings.refresh_s * 1000)
         )
         app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app
+
+
+def _add_middleware(app: FastAPI, settings: Settings, *, json_paths: tuple[str, ...]) -> None:
+    """Outermost first, a request meets: the Host check, CORS (only for configured origins),
+    the cross-origin and JSON checks, then the body limit."""
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(CrossOriginCheck, trusted=trusted_origins(settings), json_paths=json_paths)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORS,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding"],
+            max_age=600,
+        )
+    app.add_middleware(HostCheck, hosts=allowed_hosts(settings))
 
 
 def _document_ingest_body(app: FastAPI) -> None:

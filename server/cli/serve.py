@@ -14,6 +14,23 @@ from server.storage import compaction
 from server.storage import migrate as migrations
 from server.storage.db import Database
 
+AllowedHostOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="Also answer requests whose Host header names this host (repeatable); besides the "
+        "bind address, the --public-url host and, on loopback, localhost",
+    ),
+]
+CorsOriginOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--cors-origin",
+        help="Let pages of this origin (scheme://host[:port]) call the API from a browser, "
+        "writes included (repeatable; default: no cross-origin access)",
+    ),
+]
+
 
 def serve(
     db: DbOpt = DEFAULT_DB,
@@ -33,6 +50,8 @@ def serve(
             help="Allow webhooks to this CIDR or host name beyond public addresses (repeatable)",
         ),
     ] = None,
+    allowed_host: AllowedHostOpt = None,
+    cors_origin: CorsOriginOpt = None,
     retention_days: Annotated[
         float | None,
         typer.Option(
@@ -49,9 +68,13 @@ def serve(
     import uvicorn
 
     from server.app import create_app
-    from server.services.tokens import TokenService
 
-    given: dict[str, Any] = {"retention_days": retention_days, "refresh_s": refresh_s}
+    given: dict[str, Any] = {
+        "retention_days": retention_days,
+        "refresh_s": refresh_s,
+        "allowed_hosts": allowed_host or None,  # unset: from the environment or the default
+        "cors_origins": cors_origin or None,
+    }
     try:
         settings = Settings(
             **{k: v for k, v in given.items() if v is not None},  # else env or default
@@ -68,18 +91,7 @@ def serve(
     except ValueError as exc:
         fail(str(exc))
     if not settings.is_loopback and not settings.insecure:
-        check = Database(settings.db)
-        try:
-            migrations.upgrade(check)
-            has_tokens = TokenService(check).auth_enabled()
-        finally:
-            check.dispose()
-        if not has_tokens:
-            fail(
-                f"refusing to bind {host} without tokens: create one first with "
-                f"`mismatch token create --db {db} --project P --scope admin`, "
-                "or pass --insecure to serve an open API on the network"
-            )
+        _require_tokens(settings)
     try:
         application = create_app(settings)
     except Exception as exc:
@@ -90,6 +102,24 @@ def serve(
         f"API docs: {settings.base_url}/docs"
     )
     uvicorn.run(application, host=host, port=port, log_level=log_level)
+
+
+def _require_tokens(settings: Settings) -> None:
+    """Refuse to serve beyond loopback while the database holds no token."""
+    from server.services.tokens import TokenService
+
+    check = Database(settings.db)
+    try:
+        migrations.upgrade(check)
+        has_tokens = TokenService(check).auth_enabled()
+    finally:
+        check.dispose()
+    if not has_tokens:
+        fail(
+            f"refusing to bind {settings.host} without tokens: create one first with "
+            f"`mismatch token create --db {settings.db} --project P --scope admin`, "
+            "or pass --insecure to serve an open API on the network"
+        )
 
 
 def migrate(db: DbOpt = DEFAULT_DB) -> None:
