@@ -22,6 +22,7 @@ from server.api.crosssite import (
     allowed_hosts,
     trusted_origins,
 )
+from server.api.dash_callbacks import CALLBACK_PATH, DashCallbackCheck
 from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
 from server.api.routes import alarms, health, ingest, maintenance, runs, tokens
@@ -99,12 +100,19 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         """Unknown API paths answer 404 JSON instead of falling through to the dashboard."""
         raise NotFound(f"no API endpoint /api/{rest}; see /docs")
 
-    _add_middleware(app, settings, json_paths=("/api/", "/_dash-update-component"))
+    dash_callbacks = "/" + CALLBACK_PATH
+    _add_middleware(app, settings, json_paths=("/api/", dash_callbacks))
     if settings.dashboard:
         dash_app = create_dash(
             services.query, alerts=services.alarms, poll_ms=int(settings.refresh_s * 1000)
         )
-        app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
+        dashboard = WSGIMiddleware(dash_app.server)
+        checked = DashCallbackCheck(
+            dashboard,  # type: ignore[arg-type]  # a2wsgi types its ASGI messages narrowly
+            path=dash_callbacks,
+            callbacks=dash_app.callback_map,
+        )
+        app.mount("/", checked)
     return app
 
 

@@ -4,7 +4,8 @@ traceback.
 
     MonitorError
      ├── Rejected           422  the input is well-formed but cannot be accepted
-     │    ├── Malformed     400  the body is not what its headers say (bad gzip, Content-Length)
+     │    ├── Malformed     400  the body is not what its headers say (bad gzip, Content-Length),
+     │    │                      or not a request the dashboard's callbacks can take
      │    ├── TooLarge      413  the body is over the configured limit
      │    ├── Unsupported   415  a Content-Encoding or Content-Type the server does not take
      │    └── UnsafeTarget  422  a webhook URL the target policy refuses
