@@ -23,7 +23,7 @@ from server.api.crosssite import (
     trusted_origins,
 )
 from server.api.dash_callbacks import CALLBACK_PATH, DashCallbackCheck
-from server.api.middleware import BodyLimitMiddleware
+from server.api.middleware import BodyLimitMiddleware, InflightBudget
 from server.api.responses import JSONResponse
 from server.api.routes import alarms, health, ingest, maintenance, runs, tokens
 from server.config import Settings
@@ -118,8 +118,9 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
 
 def _add_middleware(app: FastAPI, settings: Settings, *, json_paths: tuple[str, ...]) -> None:
     """Outermost first, a request meets: the Host check, CORS (only for configured origins),
-    the cross-origin and JSON checks, then the body limit."""
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    the cross-origin and JSON checks, then the body limit and budget."""
+    budget = InflightBudget(settings.inflight_budget_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, budget=budget)
     app.add_middleware(CrossOriginCheck, trusted=trusted_origins(settings), json_paths=json_paths)
     if settings.cors_origins:
         app.add_middleware(

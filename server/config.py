@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from server.alarms.outbound import TargetPolicy
@@ -19,6 +19,7 @@ from server.domain.origins import host_name, parse_origin, url_origin
 DEFAULT_DB = "mismatch.duckdb"
 DEFAULT_PORT = 8765
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+INFLIGHT_BODIES = 4  # the default budget of request bodies in memory, in largest bodies
 
 # A list read from the environment as a JSON array or as comma-separated words.
 EnvList = Annotated[list[str], NoDecode]
@@ -32,6 +33,11 @@ class Settings(BaseSettings):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     insecure: bool = Field(default=False, description="Allow a non-loopback bind without tokens")
     max_body_bytes: int = Field(default=16 << 20, ge=1024)
+    max_inflight_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        description="Bytes of request bodies in memory at once (default: 4 × max_body_bytes)",
+    )
     live_window_s: float = Field(
         default=120.0, gt=0, description="A run is live this long after a step"
     )
@@ -116,6 +122,15 @@ class Settings(BaseSettings):
             )
         return value
 
+    @model_validator(mode="after")
+    def _inflight_holds_a_body(self) -> Settings:
+        if self.max_inflight_bytes is not None and self.max_inflight_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_inflight_bytes ({self.max_inflight_bytes}) must be at least "
+                f"max_body_bytes ({self.max_body_bytes}): the largest body must fit"
+            )
+        return self
+
     @field_validator("webhook_allow")
     @classmethod
     def _webhook_allow(cls, entries: list[str]) -> list[str]:
@@ -134,6 +149,11 @@ class Settings(BaseSettings):
     def is_wildcard(self) -> bool:
         """Bound to every address of the machine (0.0.0.0 or ::)."""
         return self.host in WILDCARD_HOSTS
+
+    @property
+    def inflight_budget_bytes(self) -> int:
+        """`max_inflight_bytes`, or its default: room for a few of the largest bodies."""
+        return self.max_inflight_bytes or INFLIGHT_BODIES * self.max_body_bytes
 
     @property
     def base_url(self) -> str:

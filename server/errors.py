@@ -15,7 +15,8 @@ traceback.
      ├── NotFound           404  the run / token / thing does not exist
      ├── Conflict           409  the request contradicts what is stored
      ├── Misdirected        421  a Host header that names another server (DNS rebinding)
-     └── Unavailable        503  the storage is unreachable or busy; safe to retry
+     └── Unavailable        503  the storage is unreachable or busy, or the server holds as
+                                 many request bodies as it may; safe to retry
 
 Errors carry data as attributes (`detail`, and `retry_after` where waiting helps), never only
 in their text.

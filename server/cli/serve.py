@@ -14,6 +14,13 @@ from server.storage import compaction
 from server.storage import migrate as migrations
 from server.storage.db import Database
 
+MaxInflightOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Bytes of request bodies held in memory at once, server-wide; a write past it is "
+        "answered 503 with Retry-After (default: 4 × --max-body-bytes)"
+    ),
+]
 AllowedHostOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -40,6 +47,7 @@ def serve(
         bool, typer.Option(help="Allow binding beyond loopback without any token")
     ] = False,
     max_body_bytes: Annotated[int, typer.Option(help="Largest accepted request body")] = 16 << 20,
+    max_inflight_bytes: MaxInflightOpt = None,
     public_url: Annotated[
         str | None, typer.Option(help="Base URL for links in alerts (default: the bind address)")
     ] = None,
@@ -72,6 +80,7 @@ def serve(
     given: dict[str, Any] = {
         "retention_days": retention_days,
         "refresh_s": refresh_s,
+        "max_inflight_bytes": max_inflight_bytes,
         "allowed_hosts": allowed_host or None,  # unset: from the environment or the default
         "cors_origins": cors_origin or None,
     }

@@ -117,3 +117,30 @@ def test_serve_takes_settings_from_flags_then_the_environment(
     assert [(s.retention_days, s.refresh_s) for s in seen] == [(45.0, 3.0), (7.0, 10.0)]
     refused = runner.invoke(app, ["serve", "--db", db, "--refresh-s", "0.1"])
     assert refused.exit_code != 0 and "refresh_s" in refused.output
+
+
+def test_serve_takes_host_origin_and_budget_settings_from_flags_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr("server.app.create_app", lambda settings: seen.append(settings))
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setenv("MISMATCH_ALLOWED_HOSTS", "env.lan,10.0.0.9")
+    db = str(tmp_path / "flags.duckdb")
+    runner = CliRunner()
+    flags = [
+        *("--allowed-host", "a.lan", "--allowed-host", "b.lan"),
+        *("--cors-origin", "https://nb.example", "--max-inflight-bytes", str(64 << 20)),
+    ]
+    assert runner.invoke(app, ["serve", "--db", db, *flags]).exit_code == 0
+    assert runner.invoke(app, ["serve", "--db", db]).exit_code == 0
+    first, second = seen
+    assert first.allowed_hosts == ["a.lan", "b.lan"] and second.allowed_hosts == [
+        "env.lan",
+        "10.0.0.9",
+    ]
+    assert first.cors_origins == ["https://nb.example"] and second.cors_origins == []
+    assert first.inflight_budget_bytes == 64 << 20
+    assert second.inflight_budget_bytes == 4 * second.max_body_bytes
+    refused = runner.invoke(app, ["serve", "--db", db, "--max-inflight-bytes", "4096"])
+    assert refused.exit_code != 0 and "max_inflight_bytes" in refused.output
