@@ -17,8 +17,16 @@ from dashboard.access import Scoped
 from dashboard.query import QueryLike
 from server.alarms import wiring
 from server.api import errors
+from server.api.crosssite import (
+    CORS,
+    CrossOriginCheck,
+    HostCheck,
+    allowed_hosts,
+    trusted_origins,
+)
+from server.api.dash_callbacks import CALLBACK_PATH, DashCallbackCheck
 from server.api.gate import DashboardGate
-from server.api.middleware import BodyLimitMiddleware
+from server.api.middleware import BodyLimitMiddleware, InflightBudget
 from server.api.responses import JSONResponse
 from server.api.routes import alarms, health, ingest, maintenance, runs, session, tokens
 from server.config import Settings
@@ -105,16 +113,43 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         """Unknown API paths answer 404 JSON instead of falling through to the dashboard."""
         raise NotFound(f"no API endpoint /api/{rest}; see /docs")
 
-    app.add_middleware(DashboardGate, sessions=services.sessions)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    dash_callbacks = "/" + CALLBACK_PATH
+    _add_middleware(app, settings, services.sessions, json_paths=("/api/", dash_callbacks))
     if settings.dashboard:
         dash_app = create_dash(
             cast(QueryLike, Scoped(services.query)),
             alerts=Scoped(services.alarms) if services.alarms is not None else None,
             poll_ms=int(settings.refresh_s * 1000),
         )
-        app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
+        dashboard = WSGIMiddleware(dash_app.server)
+        checked = DashCallbackCheck(
+            dashboard,  # type: ignore[arg-type]  # a2wsgi types its ASGI messages narrowly
+            path=dash_callbacks,
+            callbacks=dash_app.callback_map,
+        )
+        app.mount("/", checked)
     return app
+
+
+def _add_middleware(
+    app: FastAPI, settings: Settings, sessions: Sessions, *, json_paths: tuple[str, ...]
+) -> None:
+    """Outermost first, a request meets: the Host check, CORS (only for configured origins),
+    the cross-origin and JSON checks, the dashboard's sign-in gate, then the body limit and
+    budget (so a request refused for who or where it is never has its body read)."""
+    budget = InflightBudget(settings.inflight_budget_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, budget=budget)
+    app.add_middleware(DashboardGate, sessions=sessions)
+    app.add_middleware(CrossOriginCheck, trusted=trusted_origins(settings), json_paths=json_paths)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORS,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding"],
+            max_age=600,
+        )
+    app.add_middleware(HostCheck, hosts=allowed_hosts(settings))
 
 
 def _document_ingest_body(app: FastAPI) -> None:

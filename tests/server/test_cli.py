@@ -151,3 +151,30 @@ def test_server_admin_tokens_are_made_only_against_the_database(tmp_path: Path) 
     assert over_http.returncode != 0 and "--db" in over_http.stderr
     made = mismatch("token", "create", "--db", db, "--scope", "server-admin")
     assert made.returncode == 0 and made.stdout.startswith("mm_")
+
+
+def test_serve_takes_host_origin_and_budget_settings_from_flags_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr("server.app.create_app", lambda settings: seen.append(settings))
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setenv("MISMATCH_ALLOWED_HOSTS", "env.lan,10.0.0.9")
+    db = str(tmp_path / "flags.duckdb")
+    runner = CliRunner()
+    flags = [
+        *("--allowed-host", "a.lan", "--allowed-host", "b.lan"),
+        *("--cors-origin", "https://nb.example", "--max-inflight-bytes", str(64 << 20)),
+    ]
+    assert runner.invoke(app, ["serve", "--db", db, *flags]).exit_code == 0
+    assert runner.invoke(app, ["serve", "--db", db]).exit_code == 0
+    first, second = seen
+    assert first.allowed_hosts == ["a.lan", "b.lan"] and second.allowed_hosts == [
+        "env.lan",
+        "10.0.0.9",
+    ]
+    assert first.cors_origins == ["https://nb.example"] and second.cors_origins == []
+    assert first.inflight_budget_bytes == 64 << 20
+    assert second.inflight_budget_bytes == 4 * second.max_body_bytes
+    refused = runner.invoke(app, ["serve", "--db", db, "--max-inflight-bytes", "4096"])
+    assert refused.exit_code != 0 and "max_inflight_bytes" in refused.output
