@@ -18,6 +18,8 @@ from server.domain.origins import Origin, parse_origin, split_host
 from tests.conftest import ServerProcess
 from tests.factories import batch
 
+pytestmark = pytest.mark.security
+
 EVIL = "http://evil.example"
 NOTEBOOK = "http://notebook.example:8888"
 
