@@ -55,6 +55,12 @@ def create_dash(
                             ("Hardware", urls.HARDWARE),
                         )
                     ],
+                    html.Form(
+                        html.Button("Sign out", type="submit"),
+                        action="/logout",
+                        method="POST",
+                        style={"display": "inline", "float": "right"},
+                    ),
                 ],
                 id=ids.NAV,
                 style={

@@ -7,25 +7,38 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 
 from dashboard import create_dash
+from dashboard.access import Scoped
+from dashboard.query import QueryLike
 from server.alarms import wiring
 from server.api import errors
-from server.api.middleware import BodyLimitMiddleware
+from server.api.crosssite import (
+    CORS,
+    CrossOriginCheck,
+    HostCheck,
+    allowed_hosts,
+    trusted_origins,
+)
+from server.api.dash_callbacks import CALLBACK_PATH, DashCallbackCheck
+from server.api.gate import DashboardGate
+from server.api.middleware import BodyLimitMiddleware, InflightBudget
 from server.api.responses import JSONResponse
-from server.api.routes import alarms, health, ingest, maintenance, runs, tokens
+from server.api.routes import alarms, health, ingest, maintenance, runs, session, tokens
 from server.config import Settings
 from server.container import Services
 from server.errors import NotFound
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.query import QueryService
+from server.services.sessions import Sessions
 from server.services.tokens import TokenService
 from server.storage import migrate
+from server.storage import secrets as server_secrets
 from server.storage.db import Database
 from server.telemetry import Telemetry
 
@@ -41,7 +54,15 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     token_service = TokenService(
         db, require_tokens=not settings.is_loopback and not settings.insecure
     )
-    services = Services(settings, db, query, ingest_service, token_service, telemetry, maintenance)
+    sessions = Sessions(
+        token_service,
+        lambda: server_secrets.load_or_create(db, "session"),
+        ttl_s=settings.session_ttl_s,
+        secure=settings.base_url.startswith("https://"),
+    )
+    services = Services(
+        settings, db, query, ingest_service, token_service, telemetry, maintenance, sessions
+    )
     if settings.alarms:
         services.alarms = wiring.build(
             db, base_url=settings.base_url, policy=settings.webhook_policy
@@ -78,7 +99,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    routers = (health, ingest, runs, tokens, alarms, maintenance)
+    routers = (health, ingest, runs, tokens, alarms, maintenance, session)
     for module in routers:
         app.include_router(module.router)
     _document_ingest_body(app)
@@ -92,13 +113,43 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         """Unknown API paths answer 404 JSON instead of falling through to the dashboard."""
         raise NotFound(f"no API endpoint /api/{rest}; see /docs")
 
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    dash_callbacks = "/" + CALLBACK_PATH
+    _add_middleware(app, settings, services.sessions, json_paths=("/api/", dash_callbacks))
     if settings.dashboard:
         dash_app = create_dash(
-            services.query, alerts=services.alarms, poll_ms=int(settings.refresh_s * 1000)
+            cast(QueryLike, Scoped(services.query)),
+            alerts=Scoped(services.alarms) if services.alarms is not None else None,
+            poll_ms=int(settings.refresh_s * 1000),
         )
-        app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
+        dashboard = WSGIMiddleware(dash_app.server)
+        checked = DashCallbackCheck(
+            dashboard,  # type: ignore[arg-type]  # a2wsgi types its ASGI messages narrowly
+            path=dash_callbacks,
+            callbacks=dash_app.callback_map,
+        )
+        app.mount("/", checked)
     return app
+
+
+def _add_middleware(
+    app: FastAPI, settings: Settings, sessions: Sessions, *, json_paths: tuple[str, ...]
+) -> None:
+    """Outermost first, a request meets: the Host check, CORS (only for configured origins),
+    the cross-origin and JSON checks, the dashboard's sign-in gate, then the body limit and
+    budget (so a request refused for who or where it is never has its body read)."""
+    budget = InflightBudget(settings.inflight_budget_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, budget=budget)
+    app.add_middleware(DashboardGate, sessions=sessions)
+    app.add_middleware(CrossOriginCheck, trusted=trusted_origins(settings), json_paths=json_paths)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORS,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding"],
+            max_age=600,
+        )
+    app.add_middleware(HostCheck, hosts=allowed_hosts(settings))
 
 
 def _document_ingest_body(app: FastAPI) -> None:

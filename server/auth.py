@@ -39,15 +39,33 @@ class Principal:
     scope: Scope
 
     @property
+    def is_server_admin(self) -> bool:
+        """Acts on every project: a server-admin token, or anyone while auth is off."""
+        return self.scope == "server-admin"
+
+    @property
     def is_admin(self) -> bool:
-        return self.scope == "admin"
+        """Administers its project (a server admin administers all of them)."""
+        return self.scope in ("admin", "server-admin")
+
+    @property
+    def can_read(self) -> bool:
+        return self.scope != "ingest"
 
     def readable_projects(self) -> list[str] | None:
-        """Projects this caller may read; None means all."""
-        return None if self.is_admin or self.project is None else [self.project]
+        """Projects this caller may read and administer; None means all."""
+        return None if self.is_server_admin or self.project is None else [self.project]
+
+    def narrowed(self, project: str | None) -> list[str] | None:
+        """`readable_projects`, narrowed to `project` when one is asked for: a project the
+        caller cannot see narrows to none (so its runs are as unknown as missing ones)."""
+        readable = self.readable_projects()
+        if project is None:
+            return readable
+        return [project] if readable is None or project in readable else []
 
 
-OPEN = Principal(token_id=None, project=None, scope="admin")
+OPEN = Principal(token_id=None, project=None, scope="server-admin")
 
 
 def new_token() -> NewToken:

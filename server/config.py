@@ -6,15 +6,23 @@ Validators fail fast, at start-up, with a message that says which setting is wro
 from __future__ import annotations
 
 import ipaddress
+import json
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from server.alarms.outbound import TargetPolicy
+from server.domain.origins import host_name, parse_origin, url_origin
 
 DEFAULT_DB = "mismatch.duckdb"
 DEFAULT_PORT = 8765
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+INFLIGHT_BODIES = 4  # the default budget of request bodies in memory, in largest bodies
+
+# A list read from the environment as a JSON array or as comma-separated words.
+EnvList = Annotated[list[str], NoDecode]
 
 
 class Settings(BaseSettings):
@@ -25,10 +33,23 @@ class Settings(BaseSettings):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     insecure: bool = Field(default=False, description="Allow a non-loopback bind without tokens")
     max_body_bytes: int = Field(default=16 << 20, ge=1024)
+    max_inflight_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        description="Bytes of request bodies in memory at once (default: 4 × max_body_bytes)",
+    )
     live_window_s: float = Field(
         default=120.0, gt=0, description="A run is live this long after a step"
     )
     public_url: str | None = Field(default=None, description="Base URL used in alert deep links")
+    allowed_hosts: EnvList = Field(
+        default_factory=list,
+        description="Host names the server answers for beyond its bind address and public URL",
+    )
+    cors_origins: EnvList = Field(
+        default_factory=list,
+        description="Origins (scheme://host[:port]) whose pages may call the API from a browser",
+    )
     webhook_allow: list[str] = Field(
         default_factory=list,
         description="Webhook targets allowed beyond public addresses: CIDRs or host names",
@@ -43,6 +64,14 @@ class Settings(BaseSettings):
         ge=1.0,
         description="How often dashboard pages of live runs look for new steps, in seconds",
     )
+    session_ttl_s: float = Field(
+        default=12 * 3600, ge=60, description="How long a dashboard sign-in lasts, in seconds"
+    )
+    metrics_token: str | None = Field(
+        default=None,
+        min_length=16,
+        description="A bearer secret for Prometheus to scrape /metrics with (besides tokens)",
+    )
     dashboard: bool = True
     alarms: bool = True
     log_level: str = "info"
@@ -53,6 +82,62 @@ class Settings(BaseSettings):
         if not value.strip():
             raise ValueError("--db must be a DuckDB file path or a SQLAlchemy URL")
         return value.strip()
+
+    @field_validator("allowed_hosts", "cors_origins", mode="before")
+    @classmethod
+    def _words(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [word.strip() for word in text.split(",") if word.strip()]
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _allowed_hosts(cls, entries: list[str]) -> list[str]:
+        out = []
+        for entry in entries:
+            name = host_name(entry)
+            if name is None:
+                raise ValueError(
+                    f"--allowed-host {entry!r} is not a host name or IP address "
+                    "(give the name alone, without a scheme or a port)"
+                )
+            out.append(name)
+        return out
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _cors_origins(cls, entries: list[str]) -> list[str]:
+        out = []
+        for entry in entries:
+            origin = parse_origin(entry)
+            if origin is None:
+                raise ValueError(
+                    f"--cors-origin {entry!r} is not an origin: write scheme://host[:port], "
+                    "e.g. https://notebooks.example.com, with no path"
+                )
+            out.append(str(origin))
+        return out
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and url_origin(value) is None:
+            raise ValueError(
+                f"--public-url {value!r} is not an http(s) URL (e.g. https://monitor.example.com)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _inflight_holds_a_body(self) -> Settings:
+        if self.max_inflight_bytes is not None and self.max_inflight_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_inflight_bytes ({self.max_inflight_bytes}) must be at least "
+                f"max_body_bytes ({self.max_body_bytes}): the largest body must fit"
+            )
+        return self
 
     @field_validator("webhook_allow")
     @classmethod
@@ -69,10 +154,20 @@ class Settings(BaseSettings):
         return is_loopback_host(self.host)
 
     @property
+    def is_wildcard(self) -> bool:
+        """Bound to every address of the machine (0.0.0.0 or ::)."""
+        return self.host in WILDCARD_HOSTS
+
+    @property
+    def inflight_budget_bytes(self) -> int:
+        """`max_inflight_bytes`, or its default: room for a few of the largest bodies."""
+        return self.max_inflight_bytes or INFLIGHT_BODIES * self.max_body_bytes
+
+    @property
     def base_url(self) -> str:
         if self.public_url:
             return self.public_url.rstrip("/")
-        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        host = self.host if not self.is_wildcard else "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"

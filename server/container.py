@@ -11,6 +11,7 @@ from server.config import Settings
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.query import QueryService
+from server.services.sessions import Sessions
 from server.services.tokens import TokenService
 from server.storage.db import Database
 from server.telemetry import Telemetry
@@ -25,6 +26,7 @@ class Services:
     tokens: TokenService
     telemetry: Telemetry
     maintenance: Maintenance
+    sessions: Sessions
     alarms: Alarms | None = None  # None when the server runs with alarms off
 
     def start(self) -> None:

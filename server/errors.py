@@ -4,15 +4,19 @@ traceback.
 
     MonitorError
      ├── Rejected           422  the input is well-formed but cannot be accepted
-     │    ├── Malformed     400  the body is not what its headers say (bad gzip, Content-Length)
+     │    ├── Malformed     400  the body is not what its headers say (bad gzip, Content-Length),
+     │    │                      or not a request the dashboard's callbacks can take
      │    ├── TooLarge      413  the body is over the configured limit
      │    ├── Unsupported   415  a Content-Encoding or Content-Type the server does not take
      │    └── UnsafeTarget  422  a webhook URL the target policy refuses
      ├── Unauthorized       401  no token, or not a valid one
-     ├── Forbidden          403  a valid token without the scope or project for this
+     ├── Forbidden          403  a valid token without the scope or project for this, or a
+     │                           write from a page of another origin
      ├── NotFound           404  the run / token / thing does not exist
      ├── Conflict           409  the request contradicts what is stored
-     └── Unavailable        503  the storage is unreachable or busy; safe to retry
+     ├── Misdirected        421  a Host header that names another server (DNS rebinding)
+     └── Unavailable        503  the storage is unreachable or busy, or the server holds as
+                                 many request bodies as it may; safe to retry
 
 Errors carry data as attributes (`detail`, and `retry_after` where waiting helps), never only
 in their text.
@@ -78,6 +82,10 @@ class NotFound(MonitorError):
 
 class Conflict(MonitorError):
     status_code = 409
+
+
+class Misdirected(MonitorError):
+    status_code = 421
 
 
 class Unavailable(MonitorError):

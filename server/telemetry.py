@@ -7,7 +7,7 @@ report the same, current values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -32,6 +32,7 @@ class Telemetry:
         self.values = Counter(
             "mismatch_ingest_values", "Metric values stored", registry=self.registry
         )
+        self._query = query
         self.registry.register(_LiveRuns(query))
 
     def on_ingested(self, result: WriteResult) -> None:
@@ -40,13 +41,21 @@ class Telemetry:
         self.duplicates.inc(result.duplicates)
         self.values.inc(result.values)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, projects: Sequence[str] | None = None) -> bytes:
+        """Everything for a scrape that may see every project (`projects` None); for a
+        project's reader, only the gauges of that project's runs: the ingest counters are
+        server-wide, so they would tell one project how busy the others are."""
+        if projects is None:
+            return generate_latest(self.registry)
+        scoped = CollectorRegistry()
+        scoped.register(_LiveRuns(self._query, projects))
+        return generate_latest(scoped)
 
 
 class _LiveRuns(Collector):
-    def __init__(self, query: QueryService) -> None:
+    def __init__(self, query: QueryService, projects: Sequence[str] | None = None) -> None:
         self._query = query
+        self._projects = projects
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         gauge = GaugeMetricFamily(
@@ -58,6 +67,8 @@ class _LiveRuns(Collector):
             "mismatch_run_last_step", "Last step of each live run", labels=["project", "run"]
         )
         for project, run_id, last_step, k3 in self._query.live_runs():
+            if self._projects is not None and project not in self._projects:
+                continue
             if k3 is not None:
                 gauge.add_metric([project, run_id], float(k3))
             if last_step is not None:

@@ -49,11 +49,13 @@ class ServerProcess:
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
         port: int | None = None,
+        host: str | None = None,
     ) -> None:
+        """`host`: bind there (`--host`) instead of loopback, and talk to it there."""
         self.db = str(db)
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.args = args or []
+        self.url = f"http://{host or '127.0.0.1'}:{self.port}"
+        self.args = (["--host", host] if host else []) + (args or [])
         self.env = env or {}
         self.log_path = log_dir / f"server-{self.port}-{uuid.uuid4().hex[:6]}.log"
         self.proc: subprocess.Popen[bytes] | None = None

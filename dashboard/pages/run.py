@@ -25,7 +25,7 @@ from dashboard.pages.run_data import groups_for
 from dashboard.query import AlertsLike, QueryLike
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
-from server.errors import NotFound
+from server.errors import Conflict, NotFound
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 INLINE = {"display": "inline-block", "marginLeft": "12px"}
@@ -35,17 +35,26 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
     run_id = params.get("run")
     if not run_id:
         return _message("No run selected", "Choose one on the runs page.")
+    project = params.get("project") or None
+    scope = [project] if project else None
     try:
-        detail = query.get_run(run_id)
-        metrics = query.list_metrics(run_id)
+        detail = query.get_run(run_id, projects=scope)
+        metrics = query.list_metrics(run_id, projects=scope)
     except NotFound:
         return _message("Run not found", f"No run with id {run_id}.")
+    except Conflict as exc:  # projects the reader sees share this id: let them choose
+        return _choose_project(run_id, exc)
     except Exception:
         log.exception("could not load run %s", run_id)
         return _message(
             "Could not load this run", "The server failed to read it; its log has the details."
         )
-    view = run_data.View(run_id, as_int(params.get("step_min")), as_int(params.get("step_max")))
+    view = run_data.View(
+        run_id,
+        as_int(params.get("step_min")),
+        as_int(params.get("step_max")),
+        project=detail.project if project else None,
+    )
     return html.Div(
         [
             html.H2(detail.name, id=ids.RUN_TITLE),
@@ -77,6 +86,16 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
             ),
         ]
     )
+
+
+def _choose_project(run_id: str, error: Conflict) -> Any:
+    """Projects the reader sees share this run id: a link to the run of each."""
+    detail = error.detail if isinstance(error.detail, dict) else {}
+    links = [
+        html.Li(dcc.Link(f"{run_id} in project {p}", href=urls.run_view(run_id, project=p)))
+        for p in detail.get("projects", [])
+    ]
+    return html.Div([html.H3("Which run?"), html.P(error.message), html.Ul(links)])
 
 
 def _message(title: str, text: str) -> Any:
@@ -237,7 +256,7 @@ def tick(query: QueryLike, view: run_data.View) -> Any:
     nothing while zoomed in or while nothing is new."""
     if view.step_max is not None:
         return no_update
-    last = query.last_step(view.run)
+    last = query.last_step(view.run, projects=view.scope)
     if last is None or (view.drawn is not None and last <= view.drawn):
         return no_update
     return last
@@ -257,14 +276,17 @@ def draw(
         step_min=zoom.get("step_min"),
         step_max=zoom.get("step_max"),
         max_points=int(zoom.get("max_points") or run_data.MAX_POINTS),
-        drawn=query.last_step(view.run),  # read first: a step landing meanwhile draws next tick
+        # read first: a step landing meanwhile draws next tick
+        drawn=query.last_step(view.run, projects=view.scope),
     )
-    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra))
-    return panels(query, alerts, view.run, data, extra, style), view.as_dict()
+    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra, view.scope))
+    return panels(query, alerts, view.run, data, extra, style, view.scope), view.as_dict()
 
 
-def wanted_metrics(query: QueryLike, run_id: str, extra: list[str]) -> list[str]:
-    available = {m.name for m in query.list_metrics(run_id)}
+def wanted_metrics(
+    query: QueryLike, run_id: str, extra: list[str], scope: list[str] | None = None
+) -> list[str]:
+    available = {m.name for m in query.list_metrics(run_id, projects=scope)}
     return [m for _, metrics, _ in groups_for(available, extra) for m in metrics]
 
 
@@ -275,10 +297,11 @@ def panels(
     data: run_data.Series,
     extra: list[str],
     style: Style,
+    scope: list[str] | None = None,
 ) -> list[Any]:
     """One chart per panel there is data for."""
-    notes = run_data.annotation_rows(query, run_id)
-    marks = run_data.alert_marks(alerts, run_id)
+    notes = run_data.annotation_rows(query, run_id, scope)
+    marks = run_data.alert_marks(alerts, run_id, scope)
     return [
         _panel(
             run_id,
@@ -307,7 +330,13 @@ def sync_url(
     view: dict[str, Any],
 ) -> str:
     """The view in the URL, so a pasted link opens the same view."""
-    shown = {"run": view["run"], "metric": extra or [], "smooth": smoothing, "w": weight}
+    shown = {
+        "run": view["run"],
+        "project": view.get("project"),
+        "metric": extra or [],
+        "smooth": smoothing,
+        "w": weight,
+    }
     zoom = {"step_min": view.get("step_min"), "step_max": view.get("step_max")}
     return encode({**shown, "y": yscale, "x": x_axis, **zoom})
 
@@ -315,7 +344,7 @@ def sync_url(
 def download(query: QueryLike, extra: list[str], view_data: dict[str, Any]) -> dict[str, str]:
     """The drawn view's buckets at full precision, read when asked."""
     view = run_data.View.from_dict(view_data)
-    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra))
+    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra, view.scope))
     return {"content": run_data.series_csv(data), "filename": f"{view.run}-series.csv"}
 
 

@@ -46,6 +46,12 @@ class View:
     step_max: int | None = None
     max_points: int = MAX_POINTS
     drawn: int | None = None
+    project: str | None = None  # given when projects the reader sees share the run's id
+
+    @property
+    def scope(self) -> list[str] | None:
+        """The projects to look for the run in (None: the reader's)."""
+        return [self.project] if self.project else None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,6 +64,7 @@ class View:
             data.get("step_max"),
             int(data.get("max_points") or MAX_POINTS),
             data.get("drawn"),
+            data.get("project"),
         )
 
 
@@ -71,6 +78,7 @@ def fetch(query: QueryLike, view: View, metrics: list[str]) -> Series:
             step_min=view.step_min,
             step_max=view.step_max,
             max_points=view.max_points,
+            projects=view.scope,
         )
     except Exception:
         log.exception("could not read the series of run %s", view.run)
@@ -99,20 +107,24 @@ def series_csv(data: Series) -> str:
     return buffer.getvalue()
 
 
-def alert_marks(alerts: AlertsLike | None, run_id: str) -> list[dict[str, Any]]:
+def alert_marks(
+    alerts: AlertsLike | None, run_id: str, scope: list[str] | None = None
+) -> list[dict[str, Any]]:
     if alerts is None:
         return []
     try:
-        found = alerts.markers(run_id)
+        found = alerts.markers(run_id, projects=scope)
     except Exception:
         log.exception("could not read the alerts of run %s", run_id)
         return []
     return [{"step": a.step, "rule": a.rule_name, "state": a.state} for a in found]
 
 
-def annotation_rows(query: QueryLike, run_id: str) -> list[dict[str, Any]]:
+def annotation_rows(
+    query: QueryLike, run_id: str, scope: list[str] | None = None
+) -> list[dict[str, Any]]:
     try:
-        return [dump(a) for a in query.get_run(run_id).annotations]
+        return [dump(a) for a in query.get_run(run_id, projects=scope).annotations]
     except Exception:
         log.exception("could not read the annotations of run %s", run_id)
         return []

@@ -10,9 +10,12 @@ from server.domain import urls
 from server.domain.alarms import Alert, ReceiverFormat
 
 
-def deep_link(base_url: str, run_id: str, metric: str, step: int, span: int = 50) -> str:
-    """The dashboard view of a run around a step."""
-    return urls.absolute(base_url, urls.run_view(run_id, metric=metric, step=step, span=span))
+def deep_link(
+    base_url: str, run_id: str, metric: str, step: int, span: int = 50, project: str | None = None
+) -> str:
+    """The dashboard view of a run (of `project`: run ids are per project) around a step."""
+    view = urls.run_view(run_id, project=project, metric=metric, step=step, span=span)
+    return urls.absolute(base_url, view)
 
 
 def _iso(ts: float | None) -> str | None:
@@ -42,7 +45,7 @@ def event(alert: Alert, transition: str, base_url: str) -> dict[str, Any]:
         "started_at": _iso(alert.started_at),
         "resolved_at": _iso(alert.resolved_at),
         "linked_alert_id": alert.linked_alert_id,
-        "url": deep_link(base_url, alert.run_id, alert.metric, alert.step),
+        "url": deep_link(base_url, alert.run_id, alert.metric, alert.step, project=alert.project),
     }
 
 

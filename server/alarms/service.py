@@ -141,8 +141,9 @@ class AlarmService:
     def firing_counts(self) -> dict[str, int]:
         return self.store.firing_counts()
 
-    def markers(self, run_id: str) -> list[Alert]:
-        return self.store.alerts(run_id=run_id, limit=200)
+    def markers(self, run_id: str, *, projects: Sequence[str] | None = None) -> list[Alert]:
+        """The alerts a run page marks: of runs called `run_id` in `projects` (None: all)."""
+        return self.store.alerts(run_id=run_id, projects=projects, limit=200)
 
 
 def _finite(value: Any) -> Any:

@@ -6,6 +6,7 @@ it through a typed dependency, the dashboard through the two read methods it nee
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from server.alarms.config import AlarmConfigService
@@ -43,8 +44,8 @@ class Alarms:
     def firing_counts(self) -> dict[str, int]:
         return self.service.firing_counts()
 
-    def markers(self, run_id: str) -> list[Alert]:
-        return self.service.markers(run_id)
+    def markers(self, run_id: str, *, projects: Sequence[str] | None = None) -> list[Alert]:
+        return self.service.markers(run_id, projects=projects)
 
 
 def build(db: Database, *, base_url: str, policy: TargetPolicy) -> Alarms:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Query, Request
 
 from server.alarms.wiring import Alarms
 from server.auth import Principal
@@ -60,6 +60,22 @@ def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Princi
     return principal
 
 
+def get_scope(
+    principal: Annotated[Principal, Depends(get_reader)],
+    project: Annotated[
+        str | None,
+        Query(
+            max_length=128,
+            description="The runs' project: needed only when projects you can read share a run "
+            "id (run ids are unique within a project)",
+        ),
+    ] = None,
+) -> list[str] | None:
+    """The projects a read may look in: the reader's, narrowed to `project` when given (to
+    none when the reader cannot see it, so its runs are as unknown as missing ones)."""
+    return principal.narrowed(project)
+
+
 QueryDep = Annotated[QueryService, Depends(get_query)]
 IngestDep = Annotated[IngestService, Depends(get_ingest)]
 TokensDep = Annotated[TokenService, Depends(get_tokens)]
@@ -67,3 +83,4 @@ AlarmsDep = Annotated[Alarms, Depends(get_alarms)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 ReaderDep = Annotated[Principal, Depends(get_reader)]
 AdminDep = Annotated[Principal, Depends(get_admin)]
+ScopeDep = Annotated[list[str] | None, Depends(get_scope)]

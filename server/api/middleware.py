@@ -1,8 +1,14 @@
-"""Request bodies: a size limit (413) and gzip decoding, before any route reads them.
+"""Request bodies: a size limit (413), a server-wide budget (503) and gzip decoding, before any
+route reads them.
 
 The limit applies to the decoded size as well, so a small gzip bomb cannot inflate past it. The
-refusals are errors of the tree (`TooLarge`, `Malformed`, `Unsupported`) answered with the same
-body as every other error.
+budget bounds the bodies held in memory by all requests together: a request reserves its body's
+size (declared, or counted as it arrives) and, for gzip, its decoded size as it is decoded, and
+keeps the reservation until its response is sent, since the route works on (and multiplies) what
+it read until then. A request whose reservation does not fit is answered 503 with `Retry-After`
+before more of its body is read; a request alone on the server is always admitted, so a budget
+smaller than a body cannot starve it. The refusals are errors of the tree (`TooLarge`,
+`Malformed`, `Unsupported`, `Unavailable`) answered with the same body as every other error.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from server.api import errors
-from server.errors import Malformed, MonitorError, TooLarge, Unsupported
+from server.errors import Malformed, MonitorError, TooLarge, Unavailable, Unsupported
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -20,22 +26,76 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+_PIECE = 1 << 20  # gzip is decoded (and reserved) this much at a time
+RETRY_AFTER_S = 1.0
+
+
+class InflightBudget:
+    """Bytes of request bodies the server holds at once, and the most it may.
+
+    Used from the event loop only, where nothing runs between a check and its update."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def reservation(self) -> Reservation:
+        return Reservation(self)
+
+
+class Reservation:
+    """One request's share of the budget; `release` gives all of it back."""
+
+    def __init__(self, budget: InflightBudget) -> None:
+        self.budget = budget
+        self.size = 0
+
+    def hold(self, size: int) -> None:
+        """Add `size` bytes, or raise `Unavailable` when they do not fit beside the others."""
+        budget = self.budget
+        alone = budget.used == self.size
+        if budget.used + size > budget.limit and not alone:
+            raise Unavailable(
+                f"the server is busy: request bodies in memory would pass its budget of "
+                f"{budget.limit} bytes (--max-inflight-bytes); retry after "
+                f"{RETRY_AFTER_S:g} s",
+                retry_after=RETRY_AFTER_S,
+            )
+        budget.used += size
+        self.size += size
+
+    def release(self) -> None:
+        self.budget.used -= self.size
+        self.size = 0
+
 
 class _Disconnected(Exception):
     """The client went away before its body arrived: nothing to answer."""
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, budget: InflightBudget | None = None
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.budget = budget or InflightBudget(4 * max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
+        reservation = self.budget.reservation()
         try:
-            body, scope = await self._read(scope, receive)
+            await self._handle(scope, receive, send, reservation)
+        finally:
+            reservation.release()
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, reservation: Reservation
+    ) -> None:
+        try:
+            body, scope = await self._read(scope, receive, reservation)
         except _Disconnected:
             return
         except MonitorError as exc:
@@ -52,8 +112,11 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _read(self, scope: Scope, receive: Receive) -> tuple[bytes, Scope]:
-        """The whole body, decoded; the scope's headers then describe the decoded body."""
+    async def _read(
+        self, scope: Scope, receive: Receive, reservation: Reservation
+    ) -> tuple[bytes, Scope]:
+        """The whole body, decoded, held in `reservation`; the scope's headers then describe
+        the decoded body."""
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         limit = self.max_body_bytes
         length = headers.get(b"content-length")
@@ -67,6 +130,8 @@ class BodyLimitMiddleware:
         encoding = headers.get(b"content-encoding", b"identity").strip().lower()
         if encoding not in (b"identity", b"", b"gzip"):
             raise Unsupported("Content-Encoding must be gzip or identity")
+        if length is not None:
+            reservation.hold(declared)  # before a byte of it is read
         chunks: list[bytes] = []
         size = 0
         more = True
@@ -78,12 +143,15 @@ class BodyLimitMiddleware:
             size += len(chunk)
             if size > limit:
                 raise TooLarge(_too_large(limit))
+            if length is None:
+                reservation.hold(len(chunk))
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        del chunks
         if encoding != b"gzip":
             return body, scope
-        body = _gunzip(body, limit)
+        body = _gunzip(body, limit, reservation.hold)
         decoded = dict(scope)
         decoded["headers"] = [
             (k, v)
@@ -93,22 +161,27 @@ class BodyLimitMiddleware:
         return body, decoded
 
 
-def _gunzip(body: bytes, limit: int) -> bytes:
+def _gunzip(body: bytes, limit: int, hold: Callable[[int], None]) -> bytes:
     """Every member of a gzip body (RFC 1952 allows several, concatenated), decoded to at most
-    `limit` bytes in all: nothing after the first member is silently dropped."""
+    `limit` bytes in all: nothing after the first member is silently dropped. Each decoded
+    piece is passed to `hold` (which may refuse it) before the next is decoded."""
     out: list[bytes] = []
     size = 0
     rest = body
     try:
         while True:
             decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            part = decoder.decompress(rest, limit - size + 1)
-            size += len(part)
-            if size > limit or decoder.unconsumed_tail:
-                raise TooLarge(_too_large(limit) + " (after gzip decoding)")
-            if not decoder.eof:
-                raise zlib.error("truncated gzip stream")
-            out.append(part)
+            pending = rest
+            while not decoder.eof:
+                part = decoder.decompress(pending, min(_PIECE, limit - size + 1))
+                size += len(part)
+                if size > limit:
+                    raise TooLarge(_too_large(limit) + " (after gzip decoding)")
+                hold(len(part))
+                out.append(part)
+                pending = decoder.unconsumed_tail
+                if not part and not pending and not decoder.eof:
+                    raise zlib.error("truncated gzip stream")
             rest = decoder.unused_data
             if not rest:
                 return b"".join(out)

@@ -14,6 +14,30 @@ from server.storage import compaction
 from server.storage import migrate as migrations
 from server.storage.db import Database
 
+MaxInflightOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Bytes of request bodies held in memory at once, server-wide; a write past it is "
+        "answered 503 with Retry-After (default: 4 × --max-body-bytes)"
+    ),
+]
+AllowedHostOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="Also answer requests whose Host header names this host (repeatable); besides the "
+        "bind address, the --public-url host and, on loopback, localhost",
+    ),
+]
+CorsOriginOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--cors-origin",
+        help="Let pages of this origin (scheme://host[:port]) call the API from a browser, "
+        "writes included (repeatable; default: no cross-origin access)",
+    ),
+]
+
 
 def serve(
     db: DbOpt = DEFAULT_DB,
@@ -23,6 +47,7 @@ def serve(
         bool, typer.Option(help="Allow binding beyond loopback without any token")
     ] = False,
     max_body_bytes: Annotated[int, typer.Option(help="Largest accepted request body")] = 16 << 20,
+    max_inflight_bytes: MaxInflightOpt = None,
     public_url: Annotated[
         str | None, typer.Option(help="Base URL for links in alerts (default: the bind address)")
     ] = None,
@@ -33,6 +58,8 @@ def serve(
             help="Allow webhooks to this CIDR or host name beyond public addresses (repeatable)",
         ),
     ] = None,
+    allowed_host: AllowedHostOpt = None,
+    cors_origin: CorsOriginOpt = None,
     retention_days: Annotated[
         float | None,
         typer.Option(
@@ -42,6 +69,17 @@ def serve(
     refresh_s: Annotated[
         float | None, typer.Option(help="Dashboard refresh of live runs, seconds (default 10)")
     ] = None,
+    session_ttl_s: Annotated[
+        float | None, typer.Option(help="How long a dashboard sign-in lasts, seconds (12 h)")
+    ] = None,
+    metrics_token: Annotated[
+        str | None,
+        typer.Option(
+            help="A secret Prometheus sends as `Authorization: Bearer …` to scrape /metrics "
+            "(every project); read tokens see their project's runs only",
+            envvar="MISMATCH_METRICS_TOKEN",
+        ),
+    ] = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
@@ -49,9 +87,16 @@ def serve(
     import uvicorn
 
     from server.app import create_app
-    from server.services.tokens import TokenService
 
-    given: dict[str, Any] = {"retention_days": retention_days, "refresh_s": refresh_s}
+    given: dict[str, Any] = {
+        "retention_days": retention_days,
+        "refresh_s": refresh_s,
+        "session_ttl_s": session_ttl_s,
+        "metrics_token": metrics_token,
+        "max_inflight_bytes": max_inflight_bytes,
+        "allowed_hosts": allowed_host or None,  # unset: from the environment or the default
+        "cors_origins": cors_origin or None,
+    }
     try:
         settings = Settings(
             **{k: v for k, v in given.items() if v is not None},  # else env or default
@@ -68,18 +113,7 @@ def serve(
     except ValueError as exc:
         fail(str(exc))
     if not settings.is_loopback and not settings.insecure:
-        check = Database(settings.db)
-        try:
-            migrations.upgrade(check)
-            has_tokens = TokenService(check).auth_enabled()
-        finally:
-            check.dispose()
-        if not has_tokens:
-            fail(
-                f"refusing to bind {host} without tokens: create one first with "
-                f"`mismatch token create --db {db} --project P --scope admin`, "
-                "or pass --insecure to serve an open API on the network"
-            )
+        _require_tokens(settings)
     try:
         application = create_app(settings)
     except Exception as exc:
@@ -90,6 +124,24 @@ def serve(
         f"API docs: {settings.base_url}/docs"
     )
     uvicorn.run(application, host=host, port=port, log_level=log_level)
+
+
+def _require_tokens(settings: Settings) -> None:
+    """Refuse to serve beyond loopback while the database holds no token."""
+    from server.services.tokens import TokenService
+
+    check = Database(settings.db)
+    try:
+        migrations.upgrade(check)
+        has_tokens = TokenService(check).auth_enabled()
+    finally:
+        check.dispose()
+    if not has_tokens:
+        fail(
+            f"refusing to bind {settings.host} without tokens: create one first with "
+            f"`mismatch token first --db {settings.db}`, "
+            "or pass --insecure to serve an open API on the network"
+        )
 
 
 def migrate(db: DbOpt = DEFAULT_DB) -> None:

@@ -39,17 +39,24 @@ def _open(db: str) -> tuple[Database, TokenService]:
 
 @tokens.command("create")
 def create(
-    project: Annotated[str, typer.Option(help="Project the token belongs to")],
     scope: Annotated[str, typer.Option(help=" | ".join(SCOPES))],
+    project: Annotated[
+        str | None, typer.Option(help="Project the token belongs to (not for server-admin)")
+    ] = None,
     name: Annotated[str, typer.Option(help="A note to recognise the token by")] = "",
     db: DbOpt = DEFAULT_DB,
     url: MaybeUrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Create a token and print it once (only its hash is stored)."""
+    """Create a token and print it once (only its hash is stored). A server-admin token
+    (every project, token management included) is made only here, against the database."""
     if scope not in SCOPES:
         fail(f"--scope must be one of {', '.join(SCOPES)}")
+    if (scope == "server-admin") == (project is not None):
+        fail("give --project for ingest, read and admin tokens, and none for server-admin")
     if url:
+        if scope == "server-admin":
+            fail("server-admin tokens are made against the database: use --db, not --url")
         body = {"project": project, "scope": scope, "name": name}
         created = api(url, token, "POST", "/api/v1/tokens", body)
         typer.echo(created["token"])
@@ -63,9 +70,8 @@ def create(
     finally:
         database.dispose()
     typer.echo(secret)
-    typer.echo(
-        f"created {scope} token {info.id} for project {project}; it is shown only once", err=True
-    )
+    where = "every project" if scope == "server-admin" else f"project {project}"
+    typer.echo(f"created {scope} token {info.id} for {where}; it is shown only once", err=True)
 
 
 @tokens.command("list")
@@ -113,3 +119,23 @@ def revoke(
         finally:
             database.dispose()
     typer.echo(f"revoked {token_id}")
+
+
+@tokens.command("first")
+def first(db: DbOpt = DEFAULT_DB) -> None:
+    """Make the first token of a new deployment, a server-admin one, and print it; do nothing
+    when the database already has an active token (so a start-up step can run it every time)."""
+    database, service = _open(db)
+    try:
+        if service.auth_enabled():
+            typer.echo("tokens exist already; none made", err=True)
+            return
+        info, secret = service.create(project=None, scope="server-admin", name="first")
+    finally:
+        database.dispose()
+    typer.echo(secret)
+    typer.echo(
+        f"created server-admin token {info.id}; it is shown only once. Make project tokens "
+        "with `mismatch token create --url URL --token THIS --project P --scope admin`",
+        err=True,
+    )

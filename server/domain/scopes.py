@@ -1,8 +1,20 @@
-"""Token scopes: what a token may do, within its project."""
+"""Token scopes: what a token may do, and where.
+
+`ingest`, `read` and `admin` act within the token's project; `server-admin` acts across projects
+(it manages tokens of every project) and is made only from the command line, against the
+database, never over HTTP.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
-Scope = Literal["ingest", "read", "admin"]
-SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
+Scope = Literal["ingest", "read", "admin", "server-admin"]
+SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin", "server-admin")
+PROJECT_SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
+ALL_PROJECTS = "*"  # the project column of a server-admin token
+
+READER_HEADER = "x-mismatch-reader"
+"""Set by the server's sign-in gate on every dashboard request (and stripped from what clients
+send): JSON `{"projects": null | [names]}`, the projects the signed-in reader may see. The
+dashboard reads it and shows nothing when it is missing."""

@@ -25,11 +25,18 @@ def query_string(state: Mapping[str, object]) -> str:
 
 
 def run_view(
-    run_id: str, *, metric: str | None = None, step: int | None = None, span: int = 50
+    run_id: str,
+    *,
+    project: str | None = None,
+    metric: str | None = None,
+    step: int | None = None,
+    span: int = 50,
 ) -> str:
-    """The run page, zoomed to `span` steps either side of `step` when one is given."""
+    """The run page (of `project`'s run, run ids being per project), zoomed to `span` steps
+    either side of `step` when one is given."""
     window = {} if step is None else {"step_min": max(0, step - span), "step_max": step + span}
-    return RUN + query_string({"run": run_id, "metric": metric, **window})
+    state = {"run": run_id, "project": project, "metric": metric, **window}
+    return RUN + query_string(state)
 
 
 def compare_view(

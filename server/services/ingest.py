@@ -60,8 +60,8 @@ class IngestService:
 
     def ingest(self, batch: IngestIn, principal: Principal) -> IngestOut:
         project: str | None = None
-        if not principal.is_admin:
-            if principal.scope != "ingest":
+        if not principal.is_server_admin:
+            if principal.scope not in ("ingest", "admin"):
                 raise Forbidden(f"this token has scope {principal.scope!r}; ingest needs 'ingest'")
             assert principal.project is not None
             project = principal.project

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
 from server.domain.metrics import HEADLINE, LATEST
 from server.domain.names import RunStatus
-from server.errors import NotFound, Rejected
+from server.errors import Conflict, NotFound, Rejected
 from server.schemas.query import (
     ActorOut,
     AnnotationOut,
@@ -114,10 +114,11 @@ class RunQueries:
         projects: Sequence[str] | None = None,
     ) -> dict[str, list[float]]:
         """Each run's metric in about `points` buckets, for a table's trend column (one query
-        for the page; runs outside `projects` or unknown are left out)."""
+        for the page; runs outside `projects`, unknown, or whose id several of `projects` use
+        are left out: narrow `projects` to one to see those)."""
         with self._db.read() as conn:
-            found_runs = runs.rows_by_id(conn, run_ids).values()
-            pks = {r.pk: r.id for r in found_runs if projects is None or r.project in projects}
+            found_runs = runs.rows_by_id(conn, run_ids, projects)
+            pks = {rows[0].pk: run_id for run_id, rows in found_runs.items() if len(rows) == 1}
             found = trends.trends(conn, list(pks), metric, points)
         return {pks[pk]: values for pk, values in found.items()}
 
@@ -140,13 +141,15 @@ class RunQueries:
         self, run_ids: Sequence[str], *, projects: Sequence[str] | None = None
     ) -> list[RunConfigOut]:
         """Names and configs of the given runs in one query, in the order asked; unknown runs
-        (or runs outside `projects`) are left out."""
+        (or runs outside `projects`, or ids several of them use) are left out."""
         with self._db.read() as conn:
-            rows = {r.id: r for r in runs.configs(conn, run_ids)}
+            found = runs.rows_by_id(conn, run_ids, projects)
+            pks = [rows[0].pk for rows in found.values() if len(rows) == 1]
+            rows = {r.id: r for r in runs.configs(conn, pks)}
         return [
             RunConfigOut(id=r.id, name=r.name, config=runs.loads(r.config, {}))
             for run_id in run_ids
-            if (r := rows.get(run_id)) is not None and (projects is None or r.project in projects)
+            if (r := rows.get(run_id)) is not None
         ]
 
     def list_metrics(
@@ -178,21 +181,14 @@ class RunQueries:
         *,
         with_config: bool = False,
     ) -> Any:
-        row = runs.row(conn, run_id, with_config=with_config)
-        if row is None or (projects is not None and row.project not in projects):
-            raise NotFound(f"no run {run_id!r}; list runs with GET /api/v1/runs")
-        return row
+        return _one(run_id, runs.row(conn, run_id, projects, with_config=with_config))
 
     def _runs(
         self, conn: Connection, run_ids: Sequence[str], projects: Sequence[str] | None
     ) -> list[Any]:
         """`_run` for several runs in one query, in the order asked."""
-        found = runs.rows_by_id(conn, run_ids)
-        for run_id in run_ids:
-            row = found.get(run_id)
-            if row is None or (projects is not None and row.project not in projects):
-                raise NotFound(f"no run {run_id!r}; list runs with GET /api/v1/runs")
-        return [found[run_id] for run_id in run_ids]
+        found = runs.rows_by_id(conn, run_ids, projects)
+        return [_one(run_id, found.get(run_id, [])) for run_id in run_ids]
 
     def _summaries(self, conn: Connection, rows: Sequence[Any]) -> list[RunSummaryOut]:
         """Run summaries from run rows and heads: no value is read."""
@@ -225,6 +221,22 @@ class RunQueries:
             return row.status  # type: ignore[no-any-return]
         recent = row.last_seen is not None and now - row.last_seen <= self._live_window_s
         return "live" if recent and row.last_step is not None else "idle"
+
+
+def _one(run_id: str, rows: Sequence[Any]) -> Any:
+    """The one run a request means. Rows come from the caller's projects only, so a run of
+    another project is as unknown as a missing one, and naming the projects that share an id
+    tells the caller nothing it could not list."""
+    if not rows:
+        raise NotFound(f"no run {run_id!r}; list runs with GET /api/v1/runs")
+    if len(rows) > 1:
+        projects = [r.project for r in rows]
+        raise Conflict(
+            f"run id {run_id!r} is used in projects {', '.join(projects)}; "
+            "add project=<name> to choose",
+            detail={"projects": projects},
+        )
+    return rows[0]
 
 
 def _label_filter(text: str | None) -> LabelFilter | None:

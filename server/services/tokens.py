@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from server import auth
 from server.domain.names import NAME_PATTERN
-from server.domain.scopes import SCOPES
+from server.domain.scopes import ALL_PROJECTS, SCOPES
 from server.errors import Forbidden, NotFound, Rejected, Unauthorized
 from server.storage import tables as t
 from server.storage.db import Database
@@ -36,12 +37,25 @@ class TokenService:
         self._lock = threading.Lock()
         self._any_cache: tuple[float, bool] | None = None
 
-    def create(self, *, project: str, scope: str, name: str = "") -> tuple[TokenInfo, str]:
-        """Create a token; returns its info and the full token string (shown once)."""
+    def create(
+        self, *, project: str | None, scope: str, name: str = "", by: auth.Principal = auth.OPEN
+    ) -> tuple[TokenInfo, str]:
+        """Create a token; returns its info and the full token string (shown once). `by` is who
+        asks: a project's admin mints tokens of its own project only; a server-admin token is
+        made only where nobody asks (the command line, against the database)."""
         if scope not in SCOPES:
             raise Rejected(f"scope must be one of {', '.join(SCOPES)}")
-        if not re.match(NAME_PATTERN, project):
+        if scope == "server-admin":
+            if by is not auth.OPEN:
+                raise Forbidden(
+                    "server-admin tokens are made with `mismatch token create --scope "
+                    "server-admin --db …` on the database, not over HTTP"
+                )
+            project = ALL_PROJECTS
+        elif project is None or not re.match(NAME_PATTERN, project):
             raise Rejected("project must be 1-128 characters of letters, digits and _.:/@+-")
+        elif not by.is_server_admin and project != by.project:
+            raise Forbidden(f"this token administers project {by.project!r}, not {project!r}")
         new = auth.new_token()
         now = time.time()
         with self._db.write() as conn:
@@ -59,22 +73,33 @@ class TokenService:
         self._any_cache = None
         return TokenInfo(new.id, project, scope, name[:200], now, None), new.token
 
-    def list(self, *, project: str | None = None, include_revoked: bool = False) -> list[TokenInfo]:
+    def list(
+        self,
+        *,
+        project: str | None = None,
+        include_revoked: bool = False,
+        projects: Sequence[str] | None = None,
+    ) -> list[TokenInfo]:
+        """Tokens (never their secrets), of `project` if given, among `projects` (None: all)."""
         c = t.tokens.c
         query = sa.select(c.id, c.project, c.scope, c.name, c.created_at, c.revoked_at)
         if project is not None:
             query = query.where(c.project == project)
+        if projects is not None:
+            query = query.where(c.project.in_(list(projects)))
         if not include_revoked:
             query = query.where(c.revoked_at.is_(None))
         with self._db.read() as conn:
             rows = conn.execute(query.order_by(c.created_at)).all()
         return [TokenInfo(*r) for r in rows]
 
-    def revoke(self, token_id: str) -> TokenInfo:
+    def revoke(self, token_id: str, *, projects: Sequence[str] | None = None) -> TokenInfo:
+        """Revoke a token of `projects` (None: any); another project's token is as unknown as
+        a missing one."""
         c = t.tokens.c
         with self._db.write() as conn:
-            row = conn.execute(sa.select(c.revoked_at).where(c.id == token_id)).first()
-            if row is None:
+            row = conn.execute(sa.select(c.revoked_at, c.project).where(c.id == token_id)).first()
+            if row is None or (projects is not None and row.project not in projects):
                 raise NotFound(f"no token {token_id!r}; list them with `mismatch token list`")
             if row.revoked_at is None:
                 conn.execute(
@@ -121,12 +146,25 @@ class TokenService:
             raise Unauthorized("this token was revoked")
         return auth.Principal(token_id=token_id, project=row.project, scope=row.scope)
 
+    def principal_of(self, token_id: str) -> auth.Principal | None:
+        """The principal of an active token, by id: what a signed dashboard session names (so
+        revoking the token ends its sessions at once)."""
+        with self._db.read() as conn:
+            return _principal_row(conn, token_id)
 
-def require_scope(principal: auth.Principal, scope: str, project: str | None = None) -> None:
-    """Raise Forbidden unless `principal` may act with `scope` (on `project`, when given)."""
-    if principal.is_admin:
+
+def _principal_row(conn: sa.Connection, token_id: str) -> auth.Principal | None:
+    c = t.tokens.c
+    row = conn.execute(
+        sa.select(c.project, c.scope).where(c.id == token_id, c.revoked_at.is_(None))
+    ).first()
+    return None if row is None else auth.Principal(token_id, row.project, row.scope)
+
+
+def require_scope(principal: auth.Principal, scope: str) -> None:
+    """Raise Forbidden unless `principal` may act with `scope` (an admin may do what its
+    project's other tokens may; where is checked by the project filters)."""
+    if principal.is_server_admin or (principal.is_admin and scope != "server-admin"):
         return
     if principal.scope != scope:
         raise Forbidden(f"this token has scope {principal.scope!r}; this needs {scope!r}")
-    if project is not None and principal.project != project:
-        raise Forbidden(f"this token is for project {principal.project!r}, not {project!r}")

@@ -27,7 +27,7 @@ from server.domain.records import (
     StoredRecord,
     WriteResult,
 )
-from server.errors import Forbidden, NotFound
+from server.errors import Conflict, NotFound
 from server.storage import appends, heads, notes, runs
 from server.storage.db import Database
 
@@ -73,19 +73,23 @@ def write_batches(
     wanted: set[str] = set()
     for batch in batches:
         wanted |= _run_ids(batch)
-    known = runs.load(conn, wanted)
-    results = [_check_batch(conn, batch, known, now) for batch in batches]
+    loaded = runs.load(conn, wanted)
+    checked = [_check_batch(conn, batch, loaded, now) for batch in batches]
+    results = [result for result, _ in checked]
+    refs = [batch_refs for _, batch_refs in checked]
     merged = [_merge(batch.records, now) for batch in batches]
     if any(merged):
-        _write_records(conn, db, known, merged, results)
-    for batch, result in zip(batches, results, strict=True):
+        _write_records(conn, db, refs, merged, results)
+    for batch, batch_refs, result in zip(batches, refs, results, strict=True):
         if batch.annotations:
-            pks = {run_id: ref.pk for run_id, ref in known.items()}
+            pks = {run_id: ref.pk for run_id, ref in batch_refs.items()}
             result.annotations = notes.write(conn, pks, batch.annotations, now)
-    last_steps: dict[int, int | None] = {ref.pk: None for ref in known.values()}
-    for part in merged:
+    last_steps: dict[int, int | None] = {
+        ref.pk: None for batch_refs in refs for ref in batch_refs.values()
+    }
+    for part, batch_refs in zip(merged, refs, strict=True):
         for m in part.values():
-            pk = known[m.run_id].pk
+            pk = batch_refs[m.run_id].pk
             last_steps[pk] = max(m.step, last_steps[pk] or -1)
     runs.touch(conn, last_steps, now)
     return results
@@ -99,34 +103,70 @@ def _run_ids(batch: BatchWrite) -> set[str]:
 
 
 def _check_batch(
-    conn: Connection, batch: BatchWrite, known: dict[str, runs.RunRef], now: float
-) -> WriteResult:
-    """Create or update the batch's run, then check every run it names exists and lies in the
-    batch's project. Runs are checked in batch order, so a batch naming a run that only a later
-    batch creates fails as it would alone."""
+    conn: Connection, batch: BatchWrite, loaded: dict[str, list[runs.RunRef]], now: float
+) -> tuple[WriteResult, dict[str, runs.RunRef]]:
+    """Create or update the batch's run, then find every run it names in the batch's project.
+
+    Run ids are per project: a batch writes into one project (its token's, or its run's), and a
+    run of the same id elsewhere is as unknown to it as a missing one, so the answer never tells
+    which ids other projects use. Without a project (an open server or a server-admin token) an
+    id must name one run. Runs are checked in batch order, so a batch naming a run that only a
+    later batch creates fails as it would alone."""
     result = WriteResult()
+    project = _project_of(batch, loaded)
+    refs: dict[str, runs.RunRef] = {}
     if batch.run is not None:
-        ref = runs.upsert(conn, batch.run, known.get(batch.run.id), batch.default_project, now)
-        known[batch.run.id] = ref
-        if ref.created and runs.ensure_project(conn, ref.project, now):
-            result.new_projects.append(ref.project)
-    names = _run_ids(batch)
-    missing = sorted(names - known.keys())
-    if missing:
-        raise NotFound(
-            f"unknown run {missing[0]!r}: send a `run` object with this id in the batch "
-            '(e.g. {"run": {"id": "' + missing[0] + '", "project": "default"}, '
-            '"records": [...]}) to create it',
-            detail={"unknown_runs": missing},
-        )
+        target = project or batch.default_project
+        existing = _find(loaded, batch.run.id, target)
+        ref = runs.upsert(conn, batch.run, existing[0] if existing else None, target, now)
+        if ref.created:
+            loaded.setdefault(ref.id, []).append(ref)
+            if runs.ensure_project(conn, ref.project, now):
+                result.new_projects.append(ref.project)
+        refs[ref.id] = ref
+        project = ref.project
+    for run_id in sorted(_run_ids(batch) - refs.keys()):
+        found = _find(loaded, run_id, project)
+        if not found:
+            raise NotFound(
+                f"unknown run {run_id!r}: send a `run` object with this id in the batch "
+                '(e.g. {"run": {"id": "' + run_id + '", "project": "default"}, '
+                '"records": [...]}) to create it',
+                detail={"unknown_runs": [run_id]},
+            )
+        if len(found) > 1:
+            raise _ambiguous(run_id, found)
+        refs[run_id] = found[0]
+    return result, refs
+
+
+def _project_of(batch: BatchWrite, loaded: dict[str, list[runs.RunRef]]) -> str | None:
+    """The one project the batch writes into, when it says or its run's id decides it."""
     if batch.project is not None:
-        for run_id in sorted(names):
-            if known[run_id].project != batch.project:
-                raise Forbidden(
-                    f"run {run_id!r} belongs to project {known[run_id].project!r}, "
-                    f"not {batch.project!r}"
-                )
-    return result
+        return batch.project
+    if batch.run is None:
+        return None
+    if batch.run.project is not None:
+        return batch.run.project
+    found = loaded.get(batch.run.id, [])
+    if len(found) > 1:
+        raise _ambiguous(batch.run.id, found)
+    return found[0].project if found else None
+
+
+def _find(
+    loaded: dict[str, list[runs.RunRef]], run_id: str, project: str | None
+) -> list[runs.RunRef]:
+    return [r for r in loaded.get(run_id, ()) if project is None or r.project == project]
+
+
+def _ambiguous(run_id: str, found: list[runs.RunRef]) -> Conflict:
+    """Only a caller that may write every project gets here, so naming them leaks nothing."""
+    projects = ", ".join(sorted(r.project for r in found))
+    return Conflict(
+        f"run id {run_id!r} is used in projects {projects}: name the project in the batch's "
+        '`run` object ({"run": {"id": ..., "project": ...}}) or use a token of that project'
+    )
 
 
 def _merge(records: Sequence[Record], now: float) -> dict[MergeKey, _Merged]:
@@ -159,7 +199,7 @@ def _merge(records: Sequence[Record], now: float) -> dict[MergeKey, _Merged]:
 def _write_records(
     conn: Connection,
     db: Database,
-    known: dict[str, runs.RunRef],
+    refs: list[dict[str, runs.RunRef]],
     merged: list[dict[MergeKey, _Merged]],
     results: list[WriteResult],
 ) -> None:
@@ -169,8 +209,8 @@ def _write_records(
     the group is tracked value by value, so the later batches store only what is still missing.
     """
     keyed = [
-        [((known[m.run_id].pk, m.source, m.actor, m.step), m) for m in part.values()]
-        for part in merged
+        [((batch_refs[m.run_id].pk, m.source, m.actor, m.step), m) for m in part.values()]
+        for part, batch_refs in zip(merged, refs, strict=True)
     ]
     owners, shared = _owners(keyed)
     new_keys = appends.step_records(
@@ -197,7 +237,7 @@ def _write_records(
         appends.stored_bucket_keys(conn, [key for key, m in old if m.buckets]) if old else set()
     )
     columns = _Columns()
-    for part, result in zip(keyed, results, strict=True):
+    for part, batch_refs, result in zip(keyed, refs, results, strict=True):
         before = len(columns.values)
         for key, m in part:
             is_new = key in new_keys and owners[key] is m
@@ -216,7 +256,7 @@ def _write_records(
             else:
                 result.duplicates += 1
             if fresh:
-                ref = known[m.run_id]
+                ref = batch_refs[m.run_id]
                 result.stored.append(
                     StoredRecord(
                         m.run_id,

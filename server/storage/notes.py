@@ -24,7 +24,8 @@ def chunks(items: list[Any], size: int = CHUNK) -> Iterable[list[Any]]:
 def write(
     conn: Connection, run_pks: Mapping[str, int], annotations: Sequence[Annotation], now: float
 ) -> int:
-    """Store annotations; returns how many were new (a re-sent id changes nothing)."""
+    """Store annotations; returns how many were new (an id re-sent for the same run changes
+    nothing; ids are unique within a run, so another project cannot take one first)."""
     values = [
         {
             "id": a.id or uuid.uuid4().hex,
@@ -43,7 +44,7 @@ def write(
         stmt = (
             pg_insert(t.run_annotations)
             .values(chunk)
-            .on_conflict_do_nothing(index_elements=["id"])
+            .on_conflict_do_nothing(index_elements=["run_pk", "id"])
             .returning(t.run_annotations.c.id)
         )
         added += len(conn.execute(stmt).all())

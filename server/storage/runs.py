@@ -1,6 +1,7 @@
 """The runs table: creating and updating runs as batches name them, and reading them back.
 
-A run is keyed by its client-chosen `id`; `pk` is the small integer the other tables use.
+A run is keyed by its project and its client-chosen `id` (two projects may use the same id);
+`pk` is the small integer the other tables use.
 JSON documents (tags, labels, config) are stored as text and parsed here, so the same code runs
 on both databases.
 """
@@ -17,7 +18,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from server.domain.records import RunUpsert
-from server.errors import Conflict
 from server.storage import sql
 from server.storage import tables as t
 
@@ -49,26 +49,28 @@ class RunRef:
 
 
 # -- writes --------------------------------------------------------------------------------------
-def load(conn: Connection, run_ids: Iterable[str]) -> dict[str, RunRef]:
+def load(conn: Connection, run_ids: Iterable[str]) -> dict[str, list[RunRef]]:
+    """The runs of each id, in every project (the caller decides which one a batch means)."""
     ids = sorted(set(run_ids))
     if not ids:
         return {}
     r = t.runs.c
-    rows = conn.execute(sa.select(r.pk, r.id, r.project, r.labels).where(r.id.in_(ids))).all()
-    return {row.id: RunRef(row.pk, row.id, row.project, json.loads(row.labels)) for row in rows}
+    rows = conn.execute(
+        sa.select(r.pk, r.id, r.project, r.labels).where(r.id.in_(ids)).order_by(r.project)
+    ).all()
+    found: dict[str, list[RunRef]] = {}
+    for row in rows:
+        ref = RunRef(row.pk, row.id, row.project, json.loads(row.labels))
+        found.setdefault(row.id, []).append(ref)
+    return found
 
 
 def upsert(
-    conn: Connection, run: RunUpsert, existing: RunRef | None, default_project: str, now: float
+    conn: Connection, run: RunUpsert, existing: RunRef | None, project: str, now: float
 ) -> RunRef:
-    """Create the run, or apply the given fields to it; a run never moves between projects."""
+    """Create the run in `project`, or apply the given fields to `existing` (its run there)."""
     if existing is None:
-        return _create(conn, run, default_project, now)
-    if run.project is not None and run.project != existing.project:
-        raise Conflict(
-            f"run {run.id!r} belongs to project {existing.project!r}, not {run.project!r}; "
-            "a run cannot move between projects"
-        )
+        return _create(conn, run, project, now)
     updates: dict[str, Any] = {}
     if run.name is not None:
         updates["name"] = run.name
@@ -89,8 +91,7 @@ def upsert(
     return RunRef(existing.pk, existing.id, existing.project, labels)
 
 
-def _create(conn: Connection, run: RunUpsert, default_project: str, now: float) -> RunRef:
-    project = run.project or default_project
+def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRef:
     values = {
         "id": run.id,
         "project": project,
@@ -102,12 +103,17 @@ def _create(conn: Connection, run: RunUpsert, default_project: str, now: float) 
         "created_at": now,
         "last_seen": now,
     }
-    conn.execute(pg_insert(t.runs).values(values).on_conflict_do_nothing(index_elements=["id"]))
+    created = conn.execute(
+        pg_insert(t.runs)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=["project", "id"])
+        .returning(t.runs.c.pk)
+    ).first()
     r = t.runs.c
-    row = conn.execute(sa.select(r.pk, r.project, r.labels).where(r.id == run.id)).one()
-    if row.project != project:  # a concurrent writer created it elsewhere first
-        raise Conflict(f"run {run.id!r} already exists in project {row.project!r}")
-    return RunRef(row.pk, run.id, row.project, json.loads(row.labels), created=True)
+    row = conn.execute(
+        sa.select(r.pk, r.labels).where(r.project == project, r.id == run.id)
+    ).one()  # a concurrent writer may have created it first: then this is its row
+    return RunRef(row.pk, run.id, project, json.loads(row.labels), created=created is not None)
 
 
 def dumps(document: Any) -> str:
@@ -169,25 +175,39 @@ def rows(
     return list(conn.execute(query).all())
 
 
-def row(conn: Connection, run_id: str, *, with_config: bool = False) -> Any | None:
+def row(
+    conn: Connection, run_id: str, projects: Sequence[str] | None, *, with_config: bool = False
+) -> list[Any]:
+    """The rows of runs called `run_id` among `projects` (None: all): one, none, or one per
+    project that uses the id."""
     columns = (*RUN_COLUMNS, t.runs.c.config) if with_config else RUN_COLUMNS
-    return conn.execute(sa.select(*columns).where(t.runs.c.id == run_id)).first()
+    query = sa.select(*columns).where(t.runs.c.id == run_id)
+    if projects is not None:
+        query = query.where(t.runs.c.project.in_(list(projects)))
+    return list(conn.execute(query.order_by(t.runs.c.project)).all())
 
 
-def rows_by_id(conn: Connection, run_ids: Sequence[str]) -> dict[str, Any]:
-    """The rows of the given runs (those that exist), by id, in one query."""
+def rows_by_id(
+    conn: Connection, run_ids: Sequence[str], projects: Sequence[str] | None
+) -> dict[str, list[Any]]:
+    """`row` for several ids in one query."""
     if not run_ids:
         return {}
     query = sa.select(*RUN_COLUMNS).where(t.runs.c.id.in_(list(run_ids)))
-    return {row.id: row for row in conn.execute(query)}
+    if projects is not None:
+        query = query.where(t.runs.c.project.in_(list(projects)))
+    found: dict[str, list[Any]] = {}
+    for row in conn.execute(query.order_by(t.runs.c.project)):
+        found.setdefault(row.id, []).append(row)
+    return found
 
 
-def configs(conn: Connection, run_ids: Sequence[str]) -> list[Any]:
+def configs(conn: Connection, run_pks: Sequence[int]) -> list[Any]:
     """Id, name, project and config of the given runs: what a comparison of configs needs."""
-    if not run_ids:
+    if not run_pks:
         return []
     r = t.runs.c
-    query = sa.select(r.pk, r.id, r.name, r.project, r.config).where(r.id.in_(list(run_ids)))
+    query = sa.select(r.pk, r.id, r.name, r.project, r.config).where(r.pk.in_(list(run_pks)))
     return list(conn.execute(query).all())
 
 

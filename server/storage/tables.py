@@ -58,7 +58,7 @@ runs = sa.Table(
     sa.Column(
         "pk", sa.BigInteger, run_pk_seq, server_default=run_pk_seq.next_value(), primary_key=True
     ),
-    sa.Column("id", sa.String(128), nullable=False, unique=True),
+    sa.Column("id", sa.String(128), nullable=False),
     sa.Column("project", sa.String(128), nullable=False),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("tags", sa.Text, nullable=False, server_default="[]"),
@@ -69,8 +69,10 @@ runs = sa.Table(
     sa.Column("last_seen", sa.Float(53), nullable=True),
     sa.Column("last_step", sa.BigInteger, nullable=True),
     sa.Column("raw_dropped_at", sa.Float(53), nullable=True),  # retention dropped raw values
+    sa.UniqueConstraint("project", "id", name="uq_runs_project_id"),  # run ids per project
 )
 sa.Index("ix_runs_project", runs.c.project)
+sa.Index("ix_runs_id", runs.c.id)
 
 step_records = sa.Table(
     "step_records",
@@ -232,8 +234,8 @@ bucket_rows = sa.Table(
 run_annotations = sa.Table(
     "annotations",
     metadata,
-    sa.Column("id", sa.String(128), primary_key=True),
-    sa.Column("run_pk", sa.BigInteger, nullable=False),
+    sa.Column("id", sa.String(128), primary_key=True),  # unique within its run
+    sa.Column("run_pk", sa.BigInteger, primary_key=True),
     sa.Column("step", sa.BigInteger, nullable=True),
     sa.Column("time", sa.Float(53), nullable=False),
     sa.Column("kind", sa.String(128), nullable=False),
@@ -242,6 +244,14 @@ run_annotations = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
 )
 sa.Index("ix_annotations_run", run_annotations.c.run_pk)
+
+server_secrets = sa.Table(
+    "server_secrets",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float(53), nullable=False),
+)
 # PostgreSQL only (migration 0003): indexes on points (series_id, step), rollups (series_id,
 # level, block), bucket_rows (run_pk, step) and bucket_blocks (run_pk). DuckDB reads through the
 # min/max statistics of the sorted chunks instead: indexes there live in memory and slow appends.

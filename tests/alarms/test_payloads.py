@@ -48,7 +48,7 @@ def test_alertmanager_body_is_a_list_of_postable_alerts_with_string_labels() -> 
     }
     assert datetime.fromisoformat(body["startsAt"]).timestamp() == 1_700_000_000.0
     assert body["generatorURL"] == (
-        f"{BASE}/run?run=grpo-v1&metric=k3_kl&step_min=200&step_max=300"
+        f"{BASE}/run?run=grpo-v1&project=p&metric=k3_kl&step_min=200&step_max=300"
     )
 
 

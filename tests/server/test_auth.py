@@ -39,7 +39,9 @@ def secured(
         "read_a": service.create(project="a", scope="read")[1],
         "read_b": service.create(project="b", scope="read")[1],
         "ingest_b": service.create(project="b", scope="ingest")[1],
-        "admin": service.create(project="ops", scope="admin")[1],
+        "admin_a": service.create(project="a", scope="admin")[1],
+        "admin_ops": service.create(project="ops", scope="admin")[1],
+        "server_admin": service.create(project=None, scope="server-admin")[1],
     }
     db.dispose()
     server = ServerProcess(db_url, log_dir=tmp).start()
@@ -62,12 +64,21 @@ MATRIX = [
     ("ingest with a read token", "POST", "/api/v1/ingest", "batch", "read_a", 403),
     ("ingest into another project", "POST", "/api/v1/ingest", "batch", "ingest_b", 403),
     ("ingest into its own project", "POST", "/api/v1/ingest", "batch", "ingest_a", 200),
-    ("write into another project's run", "POST", "/api/v1/ingest", FOREIGN_RECORD, "ingest_b", 403),
+    ("write into another project's run", "POST", "/api/v1/ingest", FOREIGN_RECORD, "ingest_b", 404),
     ("list runs without a token", "GET", "/api/v1/runs", None, None, 401),
     ("list runs with an ingest token", "GET", "/api/v1/runs", None, "ingest_a", 403),
     ("read a run of another project", "GET", "/api/v1/runs/ra", None, "read_b", 404),
     ("read a run of its project", "GET", "/api/v1/runs/ra", None, "read_a", 200),
-    ("read a series as admin", "GET", "/api/v1/runs/ra/series?metric=k3_kl", None, "admin", 200),
+    (
+        "read a series as its admin",
+        "GET",
+        "/api/v1/runs/ra/series?metric=k3_kl",
+        None,
+        "admin_a",
+        200,
+    ),
+    ("read another project's series as admin", "GET", "/api/v1/runs/ra", None, "admin_ops", 404),
+    ("read a series as server-admin", "GET", "/api/v1/runs/ra", None, "server_admin", 200),
     ("list tokens with a read token", "GET", "/api/v1/tokens", None, "read_a", 403),
     (
         "create a token with a read token",
@@ -77,7 +88,23 @@ MATRIX = [
         "read_a",
         403,
     ),
-    ("list tokens as admin", "GET", "/api/v1/tokens", None, "admin", 200),
+    ("list tokens as admin", "GET", "/api/v1/tokens", None, "admin_a", 200),
+    (
+        "mint an admin token for another project",
+        "POST",
+        "/api/v1/tokens",
+        {"project": "a", "scope": "admin"},
+        "admin_ops",
+        403,
+    ),
+    (
+        "mint a server-admin token over HTTP",
+        "POST",
+        "/api/v1/tokens",
+        {"project": "a", "scope": "server-admin"},
+        "server_admin",
+        422,
+    ),
 ]
 
 
@@ -112,9 +139,13 @@ def test_runs_list_shows_only_the_token_project(
 
 def test_token_listing_never_shows_secrets(secured: tuple[ServerProcess, dict[str, str]]) -> None:
     server, made = secured
-    listed = server.query("/api/v1/tokens", token=made["admin"])
-    assert listed["count"] >= 5
-    assert all("hash" not in t and "salt" not in t and "token" not in t for t in listed["data"])
+    everything = server.query("/api/v1/tokens", token=made["server_admin"])
+    assert everything["count"] == len(made)
+    listed = server.query("/api/v1/tokens", token=made["admin_a"])
+    assert sorted(t["scope"] for t in listed["data"]) == ["admin", "ingest", "read"]
+    assert {t["project"] for t in listed["data"]} == {"a"}
+    for token in everything["data"]:
+        assert "hash" not in token and "salt" not in token and "token" not in token
 
 
 def test_a_revoked_token_is_refused_at_once(server_factory: Any, tmp_path: Path) -> None:
@@ -123,7 +154,7 @@ def test_a_revoked_token_is_refused_at_once(server_factory: Any, tmp_path: Path)
     admin = TokenService(db).create(project="ops", scope="admin")[1]
     db.dispose()
     server = server_factory(tmp_path / "revoke.duckdb")
-    created = server.post("/api/v1/tokens", {"project": "c", "scope": "read"}, token=admin).json()
+    created = server.post("/api/v1/tokens", {"project": "ops", "scope": "read"}, token=admin).json()
     assert created["token"].startswith("mm_")
     assert server.get("/api/v1/runs", token=created["token"]).status_code == 200
     gone = httpx.delete(

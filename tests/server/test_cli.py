@@ -14,6 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from server.cli import app
+from server.services.tokens import TokenService
+from server.storage.db import Database
 from tests.conftest import ROOT
 
 
@@ -117,3 +119,62 @@ def test_serve_takes_settings_from_flags_then_the_environment(
     assert [(s.retention_days, s.refresh_s) for s in seen] == [(45.0, 3.0), (7.0, 10.0)]
     refused = runner.invoke(app, ["serve", "--db", db, "--refresh-s", "0.1"])
     assert refused.exit_code != 0 and "refresh_s" in refused.output
+
+
+def test_the_first_token_is_made_once_and_manages_every_project(tmp_path: Path) -> None:
+    db = str(tmp_path / "first.duckdb")
+    made = mismatch("token", "first", "--db", db)
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()
+    assert secret.startswith("mm_") and "server-admin" in made.stderr
+    again = mismatch("token", "first", "--db", db)
+    assert again.returncode == 0 and again.stdout == "" and "exist" in again.stderr
+    listed = mismatch("token", "list", "--db", db)
+    assert listed.stdout.split("\t")[1:3] == ["*", "server-admin"]
+    database = Database(db)
+    try:
+        principal = TokenService(database).authenticate(f"Bearer {secret}")
+    finally:
+        database.dispose()
+    assert principal.is_server_admin and principal.readable_projects() is None
+
+
+def test_server_admin_tokens_are_made_only_against_the_database(tmp_path: Path) -> None:
+    db = str(tmp_path / "sa.duckdb")
+    with_project = mismatch(
+        "token", "create", "--db", db, "--scope", "server-admin", "--project", "p"
+    )
+    assert with_project.returncode != 0 and "server-admin" in with_project.stderr
+    over_http = mismatch(
+        "token", "create", "--url", "http://127.0.0.1:9", "--scope", "server-admin"
+    )
+    assert over_http.returncode != 0 and "--db" in over_http.stderr
+    made = mismatch("token", "create", "--db", db, "--scope", "server-admin")
+    assert made.returncode == 0 and made.stdout.startswith("mm_")
+
+
+def test_serve_takes_host_origin_and_budget_settings_from_flags_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr("server.app.create_app", lambda settings: seen.append(settings))
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setenv("MISMATCH_ALLOWED_HOSTS", "env.lan,10.0.0.9")
+    db = str(tmp_path / "flags.duckdb")
+    runner = CliRunner()
+    flags = [
+        *("--allowed-host", "a.lan", "--allowed-host", "b.lan"),
+        *("--cors-origin", "https://nb.example", "--max-inflight-bytes", str(64 << 20)),
+    ]
+    assert runner.invoke(app, ["serve", "--db", db, *flags]).exit_code == 0
+    assert runner.invoke(app, ["serve", "--db", db]).exit_code == 0
+    first, second = seen
+    assert first.allowed_hosts == ["a.lan", "b.lan"] and second.allowed_hosts == [
+        "env.lan",
+        "10.0.0.9",
+    ]
+    assert first.cors_origins == ["https://nb.example"] and second.cors_origins == []
+    assert first.inflight_budget_bytes == 64 << 20
+    assert second.inflight_budget_bytes == 4 * second.max_body_bytes
+    refused = runner.invoke(app, ["serve", "--db", db, "--max-inflight-bytes", "4096"])
+    assert refused.exit_code != 0 and "max_inflight_bytes" in refused.output

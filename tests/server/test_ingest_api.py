@@ -180,8 +180,27 @@ def test_run_config_merges_by_top_level_key(server: Any) -> None:
     )
     config = server.query("/api/v1/runs/c1")["config"]
     assert config == {"trainer": {"lr": 1e-6}, "engine": {"logprobs_mode": "raw_logprobs"}}
-    moved = server.post("/api/v1/ingest", {"run": {"id": "c1", "project": "elsewhere"}})
-    assert moved.status_code == 409
+
+
+def test_run_ids_are_per_project(server: Any) -> None:
+    """The same id in another project is another run; where the caller sees both, a read
+    without `project` asks which, and a batch without one is refused rather than guessed."""
+    first = batch("c1", range(3))
+    first["run"]["config"] = {"trainer": {"lr": 1e-6}}
+    assert server.post("/api/v1/ingest", first).status_code == 200
+    other = batch("c1", range(5, 7), project="elsewhere")
+    assert server.post("/api/v1/ingest", other).status_code == 200
+    ambiguous = server.get("/api/v1/runs/c1")
+    assert ambiguous.status_code == 409
+    assert "default" in ambiguous.json()["detail"] and "elsewhere" in ambiguous.json()["detail"]
+    assert server.query("/api/v1/runs/c1?project=default")["config"] == {"trainer": {"lr": 1e-6}}
+    elsewhere = server.query("/api/v1/runs/c1?project=elsewhere")
+    assert elsewhere["config"] == {} and elsewhere["last_step"] == 6
+    series = server.query("/api/v1/runs/c1/series?metric=k3_kl&project=default")
+    assert [p["step"] for p in series["points"]] == [0, 1, 2]
+    unnamed = server.post("/api/v1/ingest", batch("c1", range(10, 12), with_run=False))
+    assert unnamed.status_code == 409 and "project" in unnamed.json()["detail"]
+    assert server.query("/api/v1/runs?text=c1")["count"] == 2
 
 
 def test_run_list_filters(server: Any) -> None:

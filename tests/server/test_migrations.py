@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 import server.storage.alarm_tables  # noqa: F401 - registers the alarm tables
@@ -31,5 +32,59 @@ def test_migrations_from_empty_to_head_and_back(db_url: str) -> None:
             assert set(sa.inspect(conn).get_table_names()) <= {"alembic_version"}
         migrate.upgrade(db)
         assert migrate.current_revision(db) == migrate.head_revision()
+    finally:
+        db.dispose()
+
+
+def test_run_ids_become_per_project_keeping_every_run_and_note(db_url: str) -> None:
+    """A database written with one run namespace: after the upgrade its runs keep their pks
+    and notes, a second project may use a taken id, and going back is refused while it does."""
+    db = Database(db_url)
+    try:
+        migrate.upgrade(db, "0003")
+        with db.write() as conn:
+            for run_id in ("grpo-v1", "ppo-2"):
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO runs (id, project, name, created_at) "
+                        "VALUES (:id, 'a', :id, 1.0)"
+                    ),
+                    {"id": run_id},
+                )
+            before = conn.execute(sa.text("SELECT pk, id, project FROM runs ORDER BY pk")).all()
+            conn.execute(
+                sa.text(
+                    "INSERT INTO annotations (id, run_pk, time, kind, text) "
+                    "VALUES ('n1', :pk, 1.0, 'note', 'resumed')"
+                ),
+                {"pk": before[0].pk},
+            )
+        migrate.upgrade(db)
+        with db.write() as conn:
+            runs = conn.execute(sa.text("SELECT pk, id, project FROM runs ORDER BY pk")).all()
+            assert [tuple(r) for r in runs] == [tuple(r) for r in before]
+            conn.execute(
+                sa.text(
+                    "INSERT INTO runs (id, project, name, created_at) "
+                    "VALUES ('grpo-v1', 'b', 'theirs', 2.0)"
+                )
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO annotations (id, run_pk, time, kind, text) "
+                    "VALUES ('n1', :pk, 1.0, 'note', 'same id, other run')"
+                ),
+                {"pk": before[1].pk},
+            )
+            assert conn.execute(sa.text("SELECT count(*) FROM annotations")).scalar() == 2
+        with db.write() as conn, pytest.raises(sa.exc.IntegrityError):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO runs (id, project, name, created_at) "
+                    "VALUES ('grpo-v1', 'a', 'again', 3.0)"
+                )
+            )
+        with pytest.raises(RuntimeError, match="grpo-v1"):
+            migrate.downgrade(db, "0003")
     finally:
         db.dispose()

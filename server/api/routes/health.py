@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import hmac
+from typing import Annotated
+
+from fastapi import APIRouter, Header
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import PlainTextResponse, Response
 
 from server.api.deps import ServicesDep
 from server.api.responses import JSONResponse
+from server.container import Services
+from server.errors import Forbidden
 from server.storage import migrate
 
 router = APIRouter(tags=["health"])
@@ -24,6 +29,26 @@ def healthz(services: ServicesDep) -> Response:
 
 
 @router.get("/metrics", summary="Prometheus text exposition", response_class=PlainTextResponse)
-async def metrics(services: ServicesDep) -> Response:
-    body = await run_in_threadpool(services.telemetry.render)
+async def metrics(
+    services: ServicesDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Response:
+    """Needs, when the server needs tokens, the `--metrics-token` secret (everything) or a read
+    or admin token (its project's live runs only)."""
+    projects = await run_in_threadpool(_scrape_scope, services, authorization)
+    body = await run_in_threadpool(services.telemetry.render, projects)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _scrape_scope(services: Services, authorization: str | None) -> list[str] | None:
+    secret = services.settings.metrics_token
+    if (
+        secret
+        and authorization
+        and hmac.compare_digest(authorization.encode(), f"Bearer {secret}".encode())
+    ):
+        return None
+    principal = services.tokens.authenticate(authorization)
+    if not principal.can_read:
+        raise Forbidden("an ingest token cannot scrape /metrics; use a read token")
+    return principal.readable_projects()

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from starlette.responses import Response
 
-from server.api.deps import QueryDep, ReaderDep
+from server.api.deps import QueryDep, ReaderDep, ScopeDep
 from server.api.responses import model_response
 from server.domain.names import RunSort as Sort
 from server.errors import Rejected
@@ -89,7 +89,7 @@ def list_runs(
 @router.get("/trends", response_model=dict[str, list[float]])
 def get_trends(
     query: QueryDep,
-    principal: ReaderDep,
+    scope: ScopeDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
     metric: Name = "k3_kl",
     points: Annotated[int, Query(ge=2, le=500)] = 30,
@@ -99,18 +99,18 @@ def get_trends(
     ids = _split(runs, "runs", "run ids")
     if len(ids) > 500:
         raise Rejected("at most 500 runs at once")
-    return query.trends(ids, metric=metric, points=points, projects=principal.readable_projects())
+    return query.trends(ids, metric=metric, points=points, projects=scope)
 
 
 @router.get("/runs/{run_id}", response_model=RunDetailOut)
-def get_run(run_id: str, query: QueryDep, principal: ReaderDep) -> RunDetailOut:
+def get_run(run_id: str, query: QueryDep, scope: ScopeDep) -> RunDetailOut:
     """Config, actors, GPU types, last step, latest canonical values and annotations."""
-    return query.get_run(run_id, projects=principal.readable_projects())
+    return query.get_run(run_id, projects=scope)
 
 
 @router.get("/runs/{run_id}/metrics", response_model=ListOut[MetricOut])
-def list_metrics(run_id: str, query: QueryDep, principal: ReaderDep) -> ListOut[MetricOut]:
-    data = query.list_metrics(run_id, projects=principal.readable_projects())
+def list_metrics(run_id: str, query: QueryDep, scope: ScopeDep) -> ListOut[MetricOut]:
+    data = query.list_metrics(run_id, projects=scope)
     return ListOut(data=data, count=len(data))
 
 
@@ -118,7 +118,7 @@ def list_metrics(run_id: str, query: QueryDep, principal: ReaderDep) -> ListOut[
 def get_series(
     run_id: str,
     query: QueryDep,
-    principal: ReaderDep,
+    scope: ScopeDep,
     metric: Name,
     source: Source = None,
     actor: Annotated[str | None, Query(max_length=128)] = None,
@@ -138,7 +138,7 @@ def get_series(
         step_max=step_max,
         max_points=max_points,
         bucket_steps=bucket_steps,
-        projects=principal.readable_projects(),
+        projects=scope,
     )
     return model_response(series)
 
@@ -153,7 +153,7 @@ def _split(text: str, param: str, what: str) -> list[str]:
 @router.get("/series", response_model=ListOut[SeriesOut])
 def overlay_series(
     query: QueryDep,
-    principal: ReaderDep,
+    scope: ScopeDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
     metric: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     metrics: Annotated[
@@ -183,7 +183,7 @@ def overlay_series(
         step_max=step_max,
         max_points=max_points,
         bucket_steps=bucket_steps,
-        projects=principal.readable_projects(),
+        projects=scope,
     )
     return model_response(ListOut(data=data, count=len(data)))
 
@@ -192,7 +192,7 @@ def overlay_series(
 def get_buckets(
     run_id: str,
     query: QueryDep,
-    principal: ReaderDep,
+    scope: ScopeDep,
     step_min: StepMin = None,
     step_max: StepMax = None,
     group_by: Literal["none", "gpu", "actor"] = "none",
@@ -205,7 +205,7 @@ def get_buckets(
         step_max=step_max,
         group_by=group_by,
         basis=basis,
-        projects=principal.readable_projects(),
+        projects=scope,
     )
     return model_response(ListOut(data=data, count=len(data)))
 
@@ -214,7 +214,7 @@ def get_buckets(
 def get_bucket_steps(
     run_id: str,
     query: QueryDep,
-    principal: ReaderDep,
+    scope: ScopeDep,
     step_min: StepMin = None,
     step_max: StepMax = None,
     basis: Literal["rollout", "trainer"] = "rollout",
@@ -227,7 +227,7 @@ def get_bucket_steps(
         step_max=step_max,
         basis=basis,
         max_points=max_points,
-        projects=principal.readable_projects(),
+        projects=scope,
     )
     return model_response(ListOut(data=data, count=len(data)))
 
@@ -245,6 +245,6 @@ def get_hardware(
         metric=metric,
         run_ids=_split(runs, "runs", "run ids") if runs else None,
         project=project,
-        projects=principal.readable_projects(),
+        projects=principal.narrowed(project),
     )
     return model_response(ListOut(data=data, count=len(data)))

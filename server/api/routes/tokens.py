@@ -15,8 +15,10 @@ router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
 
 
 class TokenIn(BaseModel):
-    project: str = Field(pattern=NAME_PATTERN)
-    scope: Literal["ingest", "read", "admin"]
+    project: str = Field(pattern=NAME_PATTERN, description="An admin mints for its own project")
+    scope: Literal["ingest", "read", "admin"] = Field(
+        description="server-admin tokens are made only on the command line"
+    )
     name: str = Field(default="", max_length=200)
 
 
@@ -34,25 +36,29 @@ class TokenCreatedOut(TokenOut):
 
 
 @router.post("", response_model=TokenCreatedOut, status_code=201)
-def create_token(body: TokenIn, tokens: TokensDep, _: AdminDep) -> TokenCreatedOut:
-    info, token = tokens.create(project=body.project, scope=body.scope, name=body.name)
+def create_token(body: TokenIn, tokens: TokensDep, principal: AdminDep) -> TokenCreatedOut:
+    info, token = tokens.create(
+        project=body.project, scope=body.scope, name=body.name, by=principal
+    )
     return TokenCreatedOut(**info.__dict__, token=token)
 
 
 @router.get("", response_model=ListOut[TokenOut])
 def list_tokens(
     tokens: TokensDep,
-    _: AdminDep,
+    principal: AdminDep,
     project: Annotated[str | None, Query(max_length=128)] = None,
     include_revoked: bool = False,
 ) -> ListOut[TokenOut]:
-    data = [
-        TokenOut(**i.__dict__)
-        for i in tokens.list(project=project, include_revoked=include_revoked)
-    ]
+    found = tokens.list(
+        project=project,
+        include_revoked=include_revoked,
+        projects=principal.readable_projects(),
+    )
+    data = [TokenOut(**i.__dict__) for i in found]
     return ListOut(data=data, count=len(data))
 
 
 @router.delete("/{token_id}", response_model=TokenOut)
-def revoke_token(token_id: str, tokens: TokensDep, _: AdminDep) -> TokenOut:
-    return TokenOut(**tokens.revoke(token_id).__dict__)
+def revoke_token(token_id: str, tokens: TokensDep, principal: AdminDep) -> TokenOut:
+    return TokenOut(**tokens.revoke(token_id, projects=principal.readable_projects()).__dict__)

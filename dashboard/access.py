@@ -1,0 +1,67 @@
+"""What the signed-in reader of a request may see, applied to every read the dashboard makes.
+
+The server's sign-in gate puts the reader's projects in a request header (`READER_HEADER`,
+stripped from what clients send). `Scoped` wraps the server's query and
+alert services and add those projects to each call, intersected with any a page asks for (a
+run page opened for one project): the same filter the API applies, on the same code path. A
+request without the header sees nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flask
+
+from server.domain.scopes import READER_HEADER
+
+NOTHING: list[str] = []
+
+
+def reader_projects() -> list[str] | None:
+    """The projects of the current request's reader (None: every project; [] without one)."""
+    if not flask.has_request_context():
+        return NOTHING
+    raw = flask.request.headers.get(READER_HEADER)
+    if raw is None:
+        return NOTHING
+    try:
+        projects = json.loads(raw)["projects"]
+    except (ValueError, KeyError, TypeError):
+        return NOTHING
+    if projects is None:
+        return None
+    return [str(p) for p in projects] if isinstance(projects, list) else NOTHING
+
+
+def narrow(allowed: list[str] | None, asked: Sequence[str] | None) -> list[str] | None:
+    """The projects both allow: None is "every project"."""
+    if asked is None:
+        return allowed
+    if allowed is None:
+        return list(asked)
+    return [p for p in asked if p in allowed]
+
+
+class Scoped:
+    """A service (the query service, the alert markers) as the request's reader sees it: each
+    call gets `projects=` narrowed to the reader's."""
+
+    def __init__(
+        self, inner: Any, projects: Callable[[], list[str] | None] = reader_projects
+    ) -> None:
+        self._inner = inner
+        self._projects = projects
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+        if not callable(method):
+            return method
+
+        def scoped(*args: Any, **kwargs: Any) -> Any:
+            kwargs["projects"] = narrow(self._projects(), kwargs.get("projects"))
+            return method(*args, **kwargs)
+
+        return scoped

@@ -1,0 +1,58 @@
+"""Sign-in and sign-out pages of the dashboard (HTML, outside the JSON API)."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from server.api.deps import ServicesDep
+from server.api.gate import login_page, safe_next
+from server.errors import MonitorError
+
+router = APIRouter(include_in_schema=False)
+MAX_FORM_BYTES = 4096
+
+
+@router.get("/login")
+def show_login(services: ServicesDep, next: str = "/") -> Response:
+    if not services.tokens.auth_enabled():
+        return RedirectResponse(safe_next(next), status_code=303)
+    return HTMLResponse(login_page(next_path=safe_next(next)), headers=_no_store())
+
+
+@router.post("/login")
+async def sign_in(request: Request, services: ServicesDep) -> Response:
+    """Trade a read or admin token for a session cookie, then go where the user was going."""
+    body = await request.body()
+    form = parse_qs(body[:MAX_FORM_BYTES].decode("utf-8", "replace"))
+    target = safe_next(form.get("next", ["/"])[0])
+    token = form.get("token", [""])[0].strip()
+    try:
+        principal = await run_in_threadpool(services.tokens.authenticate, f"Bearer {token}")
+    except MonitorError:
+        page = login_page(next_path=target, message="That token is not valid (or was revoked).")
+        return HTMLResponse(page, status_code=401, headers=_no_store())
+    if not principal.can_read:
+        page = login_page(
+            next_path=target,
+            message="An ingest token cannot sign in: use a read or admin token of the project.",
+        )
+        return HTMLResponse(page, status_code=403, headers=_no_store())
+    response = RedirectResponse(target, status_code=303, headers=_no_store())
+    if principal.token_id is not None:
+        response.headers.append("set-cookie", services.sessions.cookie(principal))
+    return response
+
+
+@router.post("/logout")
+def sign_out(services: ServicesDep) -> Response:
+    response = RedirectResponse("/login", status_code=303, headers=_no_store())
+    response.headers.append("set-cookie", services.sessions.cleared())
+    return response
+
+
+def _no_store() -> dict[str, str]:
+    return {"cache-control": "no-store"}
