@@ -96,6 +96,7 @@ def serve(
         "max_inflight_bytes": max_inflight_bytes,
         "allowed_hosts": allowed_host or None,  # unset: from the environment or the default
         "cors_origins": cors_origin or None,
+        "webhook_allow": webhook_allow or None,
     }
     try:
         settings = Settings(
@@ -106,7 +107,6 @@ def serve(
             insecure=insecure,
             max_body_bytes=max_body_bytes,
             public_url=public_url,
-            webhook_allow=webhook_allow or [],
             dashboard=not no_dashboard,
             log_level=log_level,
         )
