@@ -13,8 +13,6 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import flask
-
 from server.domain.scopes import READER_HEADER
 
 NOTHING: list[str] = []
@@ -22,6 +20,11 @@ NOTHING: list[str] = []
 
 def reader_projects() -> list[str] | None:
     """The projects of the current request's reader (None: every project; [] without one)."""
+    # Imported here, not at the top: once Flask is imported its request proxies sit in module
+    # namespaces, and code that scans every module (vLLM's kernel registry) trips over them in
+    # any process that imports the server beside vLLM.
+    import flask
+
     if not flask.has_request_context():
         return NOTHING
     raw = flask.request.headers.get(READER_HEADER)

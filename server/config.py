@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Origins (scheme://host[:port]) whose pages may call the API from a browser",
     )
-    webhook_allow: list[str] = Field(
+    webhook_allow: EnvList = Field(
         default_factory=list,
         description="Webhook targets allowed beyond public addresses: CIDRs or host names",
     )
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
             raise ValueError("--db must be a DuckDB file path or a SQLAlchemy URL")
         return value.strip()
 
-    @field_validator("allowed_hosts", "cors_origins", mode="before")
+    @field_validator("allowed_hosts", "cors_origins", "webhook_allow", mode="before")
     @classmethod
     def _words(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -52,7 +52,8 @@ def allowed_hosts(settings: Settings) -> frozenset[str] | None:
     cannot know the names the machine is reached by, and it does not need to, because binding
     beyond loopback already requires tokens (`mismatch serve` refuses to start without one
     unless `--insecure`), which a rebinding page does not have: browsers never attach a bearer
-    token on their own.
+    token on their own. An `--insecure` wildcard bind is open to every client that reaches it,
+    a rebinding page included; naming the server's hosts closes that door too.
     """
     names = set(settings.allowed_hosts)
     public = url_origin(settings.public_url) if settings.public_url else None

@@ -84,10 +84,6 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
     """Migrate the database and serve the API and the dashboard."""
-    import uvicorn
-
-    from server.app import create_app
-
     given: dict[str, Any] = {
         "retention_days": retention_days,
         "refresh_s": refresh_s,
@@ -96,6 +92,7 @@ def serve(
         "max_inflight_bytes": max_inflight_bytes,
         "allowed_hosts": allowed_host or None,  # unset: from the environment or the default
         "cors_origins": cors_origin or None,
+        "webhook_allow": webhook_allow or None,
     }
     try:
         settings = Settings(
@@ -106,24 +103,32 @@ def serve(
             insecure=insecure,
             max_body_bytes=max_body_bytes,
             public_url=public_url,
-            webhook_allow=webhook_allow or [],
             dashboard=not no_dashboard,
             log_level=log_level,
         )
     except ValueError as exc:
         fail(str(exc))
+    _start(settings)
+
+
+def _start(settings: Settings) -> None:
+    """Check the bind, open the database and serve until stopped."""
+    import uvicorn
+
+    from server.app import create_app
+
     if not settings.is_loopback and not settings.insecure:
         _require_tokens(settings)
     try:
         application = create_app(settings)
     except Exception as exc:
-        fail(f"cannot open the database {db!r}: {exc}")
-    typer.echo(f"Mismatch Monitor on {settings.base_url}  (database: {db})")
+        fail(f"cannot open the database {settings.db!r}: {exc}")
+    typer.echo(f"Mismatch Monitor on {settings.base_url}  (database: {settings.db})")
     typer.echo(
         f"  feed it: collectors.init(url='{settings.base_url}')  or  make demo   "
         f"API docs: {settings.base_url}/docs"
     )
-    uvicorn.run(application, host=host, port=port, log_level=log_level)
+    uvicorn.run(application, host=settings.host, port=settings.port, log_level=settings.log_level)
 
 
 def _require_tokens(settings: Settings) -> None:

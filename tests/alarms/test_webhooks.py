@@ -110,7 +110,7 @@ def test_signed_retried_once_per_transition_with_resolved_notice(server_factory:
         assert first["run"] == "r1" and first["metric"] == "k3_kl" and first["step"] == 20
         assert first["value"] == pytest.approx(0.05) and first["threshold"] is not None
         assert first["severity"] == "warning" and first["source"] == "trainer"
-        assert "/run?run=r1&metric=k3_kl&step_min=0&step_max=70" in first["url"]
+        assert "/run?run=r1&project=p&metric=k3_kl&step_min=0&step_max=70" in first["url"]
         # The failed attempts carried the same webhook-id as the delivery.
         failed_ids = {h["webhook-id"] for h, _, s in receiver.seen if s == 500}
         assert failed_ids <= set(ids)

@@ -112,11 +112,13 @@ def test_serve_takes_settings_from_flags_then_the_environment(
     monkeypatch.setattr("server.app.create_app", lambda settings: seen.append(settings))
     monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
     monkeypatch.setenv("MISMATCH_RETENTION_DAYS", "45")
+    monkeypatch.setenv("MISMATCH_WEBHOOK_ALLOW", "10.0.0.0/8")
     db = str(tmp_path / "flags.duckdb")
     runner = CliRunner()
     assert runner.invoke(app, ["serve", "--db", db, "--refresh-s", "3"]).exit_code == 0
     assert runner.invoke(app, ["serve", "--db", db, "--retention-days", "7"]).exit_code == 0
     assert [(s.retention_days, s.refresh_s) for s in seen] == [(45.0, 3.0), (7.0, 10.0)]
+    assert seen[0].webhook_allow == ["10.0.0.0/8"]
     refused = runner.invoke(app, ["serve", "--db", db, "--refresh-s", "0.1"])
     assert refused.exit_code != 0 and "refresh_s" in refused.output
 

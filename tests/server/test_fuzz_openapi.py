@@ -32,7 +32,8 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     app = create_app(Settings(db=str(db), dashboard=False, allowed_hosts=["testserver"]))
     with TestClient(app) as client:
         # Some data so reads of an existing run exercise real queries too.
-        client.post("/api/v1/ingest", json=batch("fuzz-run", range(20)))
+        seeded = client.post("/api/v1/ingest", json=batch("fuzz-run", range(20)))
+        assert seeded.status_code == 200, seeded.text
     yield schemathesis.openapi.from_asgi("/openapi.json", app)
     # The calls above run without the app's lifespan: stop its threads and close the database.
     app.state.services.close()
