@@ -78,9 +78,11 @@ def render(fmt: ReceiverFormat | str, payload: dict[str, Any]) -> dict[str, Any]
 
 
 def _slack(payload: dict[str, Any]) -> dict[str, Any]:
-    icon = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}.get(
-        payload["state"], ""
-    )
+    icon = {
+        "firing": ":rotating_light:",
+        "resolved": ":white_check_mark:",
+        "no_data": ":grey_question:",
+    }.get(payload["state"], "")
     text = (
         f"{icon} [{payload['severity']}] {payload['rule']} {payload['state']} on run "
         f"{payload['run']}: {payload['metric']} = {payload['value']} at step {payload['step']} "

@@ -83,6 +83,9 @@ class Recorder:
                 if tr.kind == "resolved":
                     alert = found.resolved(step=tr.step, value=tr.value, at=now)
                     closed.append(alert)
+                elif tr.kind == "no_data":
+                    alert = found.without_data(step=tr.step, at=now)
+                    closed.append(alert)
             if not silenced and not alert.silenced:
                 messages += self._messages(alert, tr.kind, now)
         self.store.record(opened, closed, messages, conn)

@@ -81,6 +81,35 @@ class AlarmService:
                 self.recorder.record(fired, now, conn)
                 self.transitions += len(fired)
 
+    def check_no_data(self, now: float | None = None) -> None:
+        """Timer-driven: alerts whose series stopped reporting end as "no data". With replicas,
+        the firing alerts in the database name the states to look at, and one replica looks at a
+        time; the others skip this round."""
+        now = time.time() if now is None else now
+        keys = self._firing_keys() if self.shared else self.evaluator.firing_keys()
+        if not keys:
+            return
+        with self._turn(["task:no_data"], keys, wait=False) as conn:
+            if conn is None and self.shared:
+                return
+            fired = self.evaluator.no_data(now, keys)
+            if fired:
+                self.recorder.record(fired, now, conn)
+                self.transitions += len(fired)
+
+    def _firing_keys(self) -> list[StateKey]:
+        rules = self.evaluator.rules()
+        keys = []
+        for alert in self.store.alerts(state="firing", limit=10_000):
+            rule = rules.get(alert.rule_id)
+            if rule is None or rule.kind == "stalled":
+                continue
+            series = f"{alert.run_id}|{alert.source}|{alert.actor}"
+            keys.append(
+                (rule.id, series if rule.kind == "precursor" else f"{series}|{alert.metric}")
+            )
+        return keys
+
     def ensure_defaults(self, project: str) -> None:
         """Give a new project the default rule pack."""
         if seed_defaults(self.store, project):

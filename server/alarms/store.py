@@ -227,7 +227,7 @@ class AlarmStore:
                     sa.update(t.alerts)
                     .where(t.alerts.c.id == alert.id)
                     .values(
-                        state="resolved",
+                        state=alert.state,
                         resolved_at=alert.resolved_at,
                         resolved_step=alert.resolved_step,
                     )

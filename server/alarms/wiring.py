@@ -56,6 +56,7 @@ def build(db: Database, *, base_url: str, policy: TargetPolicy) -> Alarms:
         ticks=[
             service.flush_states,
             lambda: service.check_stalled(activity(db)),
+            service.check_no_data,
             service.reload,
         ],
     )

@@ -174,7 +174,7 @@ def silence_delete(silence_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt =
 def alert_list(
     project: ProjectOpt = None,
     run: Annotated[str | None, typer.Option()] = None,
-    state: Annotated[str | None, typer.Option(help="firing | resolved")] = None,
+    state: Annotated[str | None, typer.Option(help="firing | resolved | no_data")] = None,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:

@@ -22,8 +22,14 @@ Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
 ReceiverFormat = Literal["standard", "slack", "alertmanager"]
 RECEIVER_FORMATS: tuple[ReceiverFormat, ...] = ("standard", "slack", "alertmanager")
-AlertState = Literal["firing", "resolved"]
-TransitionKind = Literal["firing", "resolved", "repeat"]
+AlertState = Literal["firing", "resolved", "no_data"]
+"""An alert fires, and ends resolved (its series recovered) or with no data (its series stopped
+reporting while it fired — a NaN or ±Inf is data: it neither resolves nor silences an alert)."""
+TransitionKind = Literal["firing", "resolved", "repeat", "no_data"]
+
+DEFAULT_NO_DATA_S = 900.0
+"""How long a firing alert's series may stay silent before the alert ends as "no data", unless
+the rule's `no_data_s` says otherwise."""
 
 StateKey = tuple[str, str]
 """(rule id, series): the key of one alert state machine."""
@@ -148,10 +154,19 @@ class Alert:
             self, state="resolved", resolved_at=at, resolved_step=step, step=step, value=value
         )
 
+    def without_data(self, *, step: int, at: float) -> Alert:
+        """Ended because its series stopped reporting; `step` is the last one it reported."""
+        return replace(self, state="no_data", resolved_at=at, resolved_step=step)
+
+    @property
+    def open(self) -> bool:
+        return self.state == "firing"
+
 
 @dataclass(frozen=True)
 class Transition:
-    """Something a person should hear about: an alert firing, resolving, or firing still."""
+    """Something a person should hear about: an alert firing, resolving, firing still, or
+    ending because its series went silent."""
 
     kind: TransitionKind
     step: int

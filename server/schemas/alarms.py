@@ -104,7 +104,8 @@ class SilenceOut(BaseModel):
 
 
 class AlertOut(BaseModel):
-    """One alert: opened when a rule fired on a run's series, resolved when it cleared."""
+    """One alert: opened when a rule fired on a run's series; it ends resolved when the series
+    recovered, or no_data when the series stopped reporting while it fired."""
 
     model_config = _FROM_DOMAIN
 
