@@ -20,6 +20,10 @@ grad_norm explodes), against its targets — at most 0.5 warning and no critical
 10,000 healthy steps, every collapse detected, median lead ≥ 10 steps — and checked on corpus
 seeds other than the ones they were tuned on (the README lists the figures). The reasons, rule by
 rule, are in each rule's `WHY`; a changed number should come with a new benchmark run.
+
+An alert whose series stops reporting for the rule's `no_data_s` (900 s unless a rule says
+otherwise) ends as "no data" rather than firing forever: three times the stalled rule's 300 s, so
+a run that stops says "stalled" first and its open alerts follow.
 """
 
 from __future__ import annotations

@@ -132,3 +132,9 @@ def test_precursor_trigger_needs_consecutive_breaches() -> None:
     quiet = [1e-3] * 40
     assert not fired([*quiet, 0.1, 1e-3, 1e-3, 1e-3])  # one blip announces nothing
     assert fired([*quiet, 0.1, 0.1, 1e-3, 1e-3])
+
+
+@pytest.mark.parametrize("seconds", [0, -5, "soon", True])
+def test_no_data_s_must_be_a_positive_number_of_seconds(seconds: Any) -> None:
+    with pytest.raises(Rejected, match=r"params\.no_data_s"):
+        check_rule(_rule("threshold", threshold=1.0, no_data_s=seconds))
