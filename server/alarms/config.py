@@ -176,6 +176,12 @@ def check_rule(rule: Rule) -> None:
         not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0
     ):
         raise Rejected("params.no_data_s: must be a number of seconds above 0")
+    try:
+        watched = rule.watched()
+    except TypeError:
+        watched = []
+    if not watched or not all(isinstance(name, str) and name for name in watched):
+        raise Rejected("params: metrics, follow and trigger_metric must name metrics")
     _check_label(rule.label)
     if rule.kind != "stalled":
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.alarms.backtest import Backtester
 from server.alarms.config import AlarmConfigService
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.outbound import TargetPolicy
@@ -26,6 +27,7 @@ class Alarms:
     service: AlarmService
     config: AlarmConfigService
     worker: DeliveryWorker
+    backtest: Backtester
 
     def on_ingested(self, result: WriteResult) -> None:
         before = self.service.transitions
@@ -60,7 +62,7 @@ def build(db: Database, *, base_url: str, policy: TargetPolicy) -> Alarms:
             service.reload,
         ],
     )
-    return Alarms(service, AlarmConfigService(store, service, worker), worker)
+    return Alarms(service, AlarmConfigService(store, service, worker), worker, Backtester(store))
 
 
 def activity(db: Database) -> list[RunActivity]:

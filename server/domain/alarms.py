@@ -174,6 +174,25 @@ class Transition:
     threshold: float | None
 
 
+@dataclass(frozen=True)
+class WouldBeAlert:
+    """An alert a backtest would have raised: what the live alert would have held, and every
+    transition it went through (firing, repeats, and resolved or no data when it ended)."""
+
+    rule_id: str
+    rule_name: str
+    severity: Severity
+    metric: str
+    source: str | None
+    actor: str | None
+    state: AlertState
+    step: int
+    value: float
+    threshold: float | None
+    resolved_step: int | None
+    transitions: tuple[Transition, ...]
+
+
 class Subject(NamedTuple):
     """Where a transition happened: the run and series a rule evaluated."""
 

@@ -138,3 +138,16 @@ def test_precursor_trigger_needs_consecutive_breaches() -> None:
 def test_no_data_s_must_be_a_positive_number_of_seconds(seconds: Any) -> None:
     with pytest.raises(Rejected, match=r"params\.no_data_s"):
         check_rule(_rule("threshold", threshold=1.0, no_data_s=seconds))
+
+
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    [
+        ("nonfinite", {"metrics": 5}),
+        ("precursor", {"follow": [3]}),
+        ("nonfinite", {"metrics": [""]}),
+    ],
+)
+def test_watched_metrics_must_be_names(kind: str, params: dict[str, Any]) -> None:
+    with pytest.raises(Rejected, match="must name metrics"):
+        check_rule(_rule(kind, **params))
