@@ -17,12 +17,13 @@ from server.alarms import wiring
 from server.api import errors
 from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
-from server.api.routes import alarms, health, ingest, maintenance, runs, tokens
+from server.api.routes import alarms, health, ingest, maintenance, projects, runs, tokens
 from server.config import Settings
 from server.container import Services
 from server.errors import NotFound
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
+from server.services.projects import ProjectService
 from server.services.query import QueryService
 from server.services.tokens import TokenService
 from server.storage import migrate
@@ -41,7 +42,16 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     token_service = TokenService(
         db, require_tokens=not settings.is_loopback and not settings.insecure
     )
-    services = Services(settings, db, query, ingest_service, token_service, telemetry, maintenance)
+    services = Services(
+        settings,
+        db,
+        query,
+        ingest_service,
+        token_service,
+        telemetry,
+        maintenance,
+        ProjectService(db),
+    )
     if settings.alarms:
         services.alarms = wiring.build(
             db, base_url=settings.base_url, policy=settings.webhook_policy
@@ -78,7 +88,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    routers = (health, ingest, runs, tokens, alarms, maintenance)
+    routers = (health, ingest, runs, projects, tokens, alarms, maintenance)
     for module in routers:
         app.include_router(module.router)
     _document_ingest_body(app)

@@ -10,6 +10,7 @@ from server.alarms.wiring import Alarms
 from server.config import Settings
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
+from server.services.projects import ProjectService
 from server.services.query import QueryService
 from server.services.tokens import TokenService
 from server.storage.db import Database
@@ -25,6 +26,7 @@ class Services:
     tokens: TokenService
     telemetry: Telemetry
     maintenance: Maintenance
+    projects: ProjectService
     alarms: Alarms | None = None  # None when the server runs with alarms off
 
     def start(self) -> None:

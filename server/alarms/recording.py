@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from sqlalchemy.engine import Connection
 
 from server.alarms import ids, payloads
+from server.alarms.diagnosis import Diagnostician
 from server.alarms.evaluation import Evaluator
 from server.alarms.store import AlarmStore, OutboxMessage
-from server.domain.alarms import Alert, Fired, Receiver, Silence
+from server.domain.alarms import Alert, Diagnosis, Fired, Receiver, Rule, Silence
 
 log = logging.getLogger("mismatch_monitor.alarms")
 
@@ -26,6 +27,7 @@ class Recorder:
         self.store = store
         self.evaluator = evaluator
         self.base_url = base_url
+        self.diagnostician = Diagnostician(store.db, base_url=base_url)
         self._lock = threading.Lock()
         self._receivers: dict[str, list[Receiver]] = {}
         self._silences: list[Silence] = []
@@ -87,7 +89,7 @@ class Recorder:
                     alert = found.without_data(step=tr.step, at=now)
                     closed.append(alert)
             if not silenced and not alert.silenced:
-                messages += self._messages(alert, tr.kind, now)
+                messages += self._messages(alert, f.rule, tr.kind, now)
         self.store.record(opened, closed, messages, conn)
         for alert in opened:
             log.warning(
@@ -108,10 +110,17 @@ class Recorder:
             for s in silences
         )
 
-    def _messages(self, alert: Alert, transition: str, now: float) -> list[OutboxMessage]:
-        event = payloads.event(alert, transition, self.base_url)
+    def _messages(
+        self, alert: Alert, rule: Rule, transition: str, now: float
+    ) -> list[OutboxMessage]:
         with self._lock:
             receivers = list(self._receivers.get(alert.project, []))
+        if not receivers:
+            return []
+        diagnosis: Diagnosis | None = None
+        if transition == "firing":
+            diagnosis = self.diagnostician.diagnose(alert, rule)
+        event = payloads.event(alert, transition, self.base_url, diagnosis)
         suffix = f"_{int(now)}" if transition == "repeat" else ""
         return [
             OutboxMessage(

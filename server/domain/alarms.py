@@ -34,6 +34,10 @@ the rule's `no_data_s` says otherwise."""
 StateKey = tuple[str, str]
 """(rule id, series): the key of one alert state machine."""
 
+DIAGNOSED_METRICS: tuple[str, ...] = ("k3_kl", "ratio_dev_1e4")
+"""Alerts on these metrics (vllm-kl, ratio drift), and collapse-precursor alerts, carry a
+diagnosis in their notifications: what differs from the project's reference run."""
+
 DEFAULT_TRIGGER = "k3_kl"
 """What a collapse-precursor rule watches first, unless its params say otherwise."""
 
@@ -94,6 +98,16 @@ class Rule:
 
     def with_changes(self, **changes: Any) -> Rule:
         return replace(self, **changes)
+
+    @property
+    def diagnosed(self) -> bool:
+        """Its alerts' notifications carry a diagnosis (see `DIAGNOSED_METRICS`)."""
+        return self.kind == "precursor" or self.metric in DIAGNOSED_METRICS
+
+    @property
+    def headline_metric(self) -> str:
+        """The metric a view of its alerts shows first: a precursor's trigger, else its own."""
+        return self.trigger if self.kind == "precursor" else self.metric
 
 
 @dataclass(frozen=True)
@@ -172,6 +186,30 @@ class Transition:
     step: int
     value: float
     threshold: float | None
+
+
+@dataclass(frozen=True)
+class ConfigDifference:
+    """A parity-relevant setting where a run differs from its project's reference run."""
+
+    key: str
+    value: str
+    reference: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a notification says about why a mismatch alert may have fired: the run's
+    parity-relevant differences from the project's reference run, its lag and weight version at
+    the alert's step (when logged), and a link to the comparison around that step."""
+
+    reference_run: str | None
+    differences: tuple[ConfigDifference, ...] = ()
+    lag: float | None = None
+    weight_version: int | None = None
+    compare_url: str | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)

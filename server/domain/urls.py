@@ -24,12 +24,17 @@ def query_string(state: Mapping[str, object]) -> str:
     return "?" + urlencode(flat) if flat else ""
 
 
+def window(step: int | None, span: int) -> dict[str, int]:
+    """The `step_min`/`step_max` parameters of a view zoomed to `span` steps either side of
+    `step` (none when no step is given)."""
+    return {} if step is None else {"step_min": max(0, step - span), "step_max": step + span}
+
+
 def run_view(
     run_id: str, *, metric: str | None = None, step: int | None = None, span: int = 50
 ) -> str:
     """The run page, zoomed to `span` steps either side of `step` when one is given."""
-    window = {} if step is None else {"step_min": max(0, step - span), "step_max": step + span}
-    return RUN + query_string({"run": run_id, "metric": metric, **window})
+    return RUN + query_string({"run": run_id, "metric": metric, **window(step, span)})
 
 
 def compare_view(
@@ -37,10 +42,14 @@ def compare_view(
     *,
     reference: str | None = None,
     metric: str | None = None,
+    step: int | None = None,
+    span: int = 50,
 ) -> str:
-    """The compare page for `runs` against `reference` (the first run when not given)."""
+    """The compare page for `runs` against `reference` (the first run when not given), zoomed to
+    `span` steps either side of `step` when one is given."""
     ref = reference or (runs[0] if runs else None)
-    return COMPARE + query_string({"runs": list(runs), "ref": ref, "metric": metric})
+    state = {"runs": list(runs), "ref": ref, "metric": metric, **window(step, span)}
+    return COMPARE + query_string(state)
 
 
 def absolute(base_url: str, path: str) -> str:

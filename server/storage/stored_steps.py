@@ -126,3 +126,45 @@ def _block(conn: Connection, stored: StoredRun, lo: int, hi: int) -> list[Stored
     ]
     out.sort(key=lambda rec: (rec.step, rec.source, rec.actor))
     return out
+
+
+@dataclass(frozen=True)
+class AtStep:
+    """One step of a run across its actors: the values of some metrics, and weight versions."""
+
+    values: dict[tuple[str, str, str], float]  # (source, actor, metric) → value
+    weight_versions: dict[tuple[str, str], int]  # (source, actor) → weight version
+
+
+def at_step(conn: Connection, run_pk: int, step: int, metrics: Collection[str]) -> AtStep:
+    """What the run's actors stored at `step`: values of `metrics`, and weight versions."""
+    s = t.series.c
+    series = {
+        row.id: (row.source, row.actor, row.metric, row.metric_id)
+        for row in conn.execute(
+            sa.select(s.id, s.source, s.actor, s.metric, s.metric_id).where(
+                s.run_pk == run_pk, s.metric.in_(sorted(metrics)), s.points > 0
+            )
+        )
+    }
+    values: dict[tuple[str, str, str], float] = {}
+    if series:
+        params = {
+            "sids": sorted(series),
+            "metric_ids": sorted({m for *_, m in series.values()}),
+            "lo": step,
+            "hi": step,
+        }
+        for row in sql.fetch_text(conn, _VALUES, params):
+            source, actor, metric, _ = series[int(row[0])]
+            values[(source, actor, metric)] = float(row[2])
+    r = t.step_records.c
+    versions = {
+        (row.source, row.actor): int(row.weight_version)
+        for row in conn.execute(
+            sa.select(r.source, r.actor, r.weight_version).where(
+                r.run_pk == run_pk, r.step == step, r.weight_version.is_not(None)
+            )
+        )
+    }
+    return AtStep(values, versions)
