@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from dashboard import create_dash
 from server.alarms import wiring
+from server.alarms.incidents import Grouping
 from server.api import errors
 from server.api.middleware import BodyLimitMiddleware
 from server.api.responses import JSONResponse
@@ -54,7 +55,10 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     )
     if settings.alarms:
         services.alarms = wiring.build(
-            db, base_url=settings.base_url, policy=settings.webhook_policy
+            db,
+            base_url=settings.base_url,
+            policy=settings.webhook_policy,
+            grouping=Grouping(settings.incident_window_steps, settings.alert_group_wait_s),
         )
         ingest_service.listeners.append(services.alarms)
     return services

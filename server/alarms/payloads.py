@@ -7,11 +7,12 @@ A mismatch alert's firing message carries a diagnosis (`diagnosis.py`): the stan
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from server.domain import urls
-from server.domain.alarms import Alert, Diagnosis, ReceiverFormat
+from server.domain.alarms import SEVERITIES, Alert, Diagnosis, ReceiverFormat
 
 
 def deep_link(base_url: str, run_id: str, metric: str, step: int, span: int = 50) -> str:
@@ -69,6 +70,59 @@ def event(
     }
 
 
+def incident_event(
+    kind: str,
+    alerts: Sequence[Alert],
+    base_url: str,
+    *,
+    subject: Alert | None = None,
+    diagnosis: Diagnosis | None = None,
+) -> dict[str, Any]:
+    """The body of an incident notice: its first cause's fields at the top (so a receiver that
+    knows single alerts reads it as before), then the incident and its follow-ups. `kind`:
+    firing, escalated (`subject` raised the severity), resolved or no_data (all alerts ended),
+    repeat."""
+    headline = alerts[0]
+    body = event(headline, kind, base_url, diagnosis)
+    ended = kind in ("resolved", "no_data")
+    if ended:
+        body["state"] = kind
+    body["incident"] = {
+        "id": headline.incident_id or headline.id,
+        "state": kind if ended else "open",
+        "severity": max((a.severity for a in alerts), key=SEVERITIES.index),
+        "alerts": len(alerts),
+        "first_step": headline.step,
+        "started_at": _iso(headline.started_at),
+    }
+    body["follow_ups"] = [summary(a, base_url) for a in alerts[1:]]
+    escalated = kind == "escalated" and subject is not None
+    body["escalated_by"] = summary(subject, base_url) if escalated and subject else None
+    return body
+
+
+def summary(alert: Alert, base_url: str) -> dict[str, Any]:
+    """One alert of an incident, as its notices list it."""
+    return {
+        "alert_id": alert.id,
+        "rule": alert.rule_name,
+        "rule_id": alert.rule_id,
+        "severity": alert.severity,
+        "state": alert.state,
+        "metric": alert.metric,
+        "source": alert.source,
+        "actor": alert.actor,
+        "step": alert.step,
+        "value": _json_number(alert.value),
+        "threshold": alert.threshold,
+        "resolved_step": alert.resolved_step,
+        "started_at": _iso(alert.started_at),
+        "resolved_at": _iso(alert.resolved_at),
+        "linked_alert_id": alert.linked_alert_id,
+        "url": deep_link(base_url, alert.run_id, alert.metric, alert.step),
+    }
+
+
 def sample_event(project: str) -> dict[str, Any]:
     """The body of a receiver's test message: shaped like a real alert, clearly a test."""
     return {
@@ -112,10 +166,38 @@ def _slack(payload: dict[str, Any]) -> dict[str, Any]:
         f"{payload['run']}: {payload['metric']} = {payload['value']} at step {payload['step']} "
         f"(threshold {payload['threshold']}) <{payload['url']}|open>"
     )
-    lines = diagnosis_lines(payload.get("diagnosis"))
+    lines = incident_lines(payload) + diagnosis_lines(payload.get("diagnosis"))
     if lines:
         text += "\n" + "\n".join(lines)
     return {"text": text, "mismatch_monitor": payload}
+
+
+def incident_lines(payload: dict[str, Any]) -> list[str]:
+    """The incident part of a message as lines: what escalated it, its follow-ups, its end."""
+    incident = payload.get("incident")
+    if not incident:
+        return []
+    lines = []
+    if payload.get("escalated_by"):
+        lines.append("Escalated by " + _one_line(payload["escalated_by"]))
+    if payload["follow_ups"]:
+        lines.append(f"Follow-ups in incident {incident['id']}:")
+        lines += ["• " + _one_line(a) for a in payload["follow_ups"]]
+    if incident["state"] == "resolved":
+        lines.append(f"All {incident['alerts']} alerts of the incident resolved.")
+    elif incident["state"] == "no_data":
+        lines.append(
+            f"The incident's {incident['alerts']} alerts ended; a series stopped reporting "
+            "while one fired (no data)."
+        )
+    return lines
+
+
+def _one_line(a: dict[str, Any]) -> str:
+    return (
+        f"[{a['severity']}] {a['rule']}: {a['metric']} = {a['value']} at step {a['step']} "
+        f"({a['state']})"
+    )
 
 
 def diagnosis_lines(diagnosis: dict[str, Any] | None) -> list[str]:
@@ -148,29 +230,44 @@ def diagnosis_lines(diagnosis: dict[str, Any] | None) -> list[str]:
 
 
 def _alertmanager(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "labels": {
-                "alertname": payload["rule"],
-                "severity": payload["severity"],
-                "project": payload["project"],
-                "run": payload["run"],
-                "metric": payload["metric"],
-                "source": payload["source"] or "",
-            },
-            "annotations": {
-                "summary": f"{payload['metric']} = {payload['value']} at {payload['step']}",
-                "threshold": str(payload["threshold"]),
-                "step": str(payload["step"]),
-                "value": str(payload["value"]),
-                "state": payload["state"],
-                **_diagnosis_annotations(payload.get("diagnosis")),
-            },
-            "startsAt": payload["started_at"],
-            **({"endsAt": payload["resolved_at"]} if payload["resolved_at"] else {}),
-            "generatorURL": payload["url"],
-        }
+    """One postable alert per alert of the incident (Alertmanager groups them by the
+    `incident` label), the first cause first with the diagnosis."""
+    incident = payload.get("incident")
+    extra = {"incident": incident["id"]} if incident else {}
+    first = _postable(payload, extra)
+    first["annotations"].update(_diagnosis_annotations(payload.get("diagnosis")))
+    if payload.get("state") in ("resolved", "no_data"):
+        first["annotations"]["state"] = payload["state"]
+    others = [
+        _postable({**payload, **a, "run": payload["run"], "project": payload["project"]}, extra)
+        for a in payload.get("follow_ups") or ()
     ]
+    return [first, *others]
+
+
+def _postable(payload: dict[str, Any], extra: dict[str, str]) -> dict[str, Any]:
+    ended = payload["state"] in ("resolved", "no_data") and payload.get("resolved_at")
+    return {
+        "labels": {
+            "alertname": payload["rule"],
+            "severity": payload["severity"],
+            "project": payload["project"],
+            "run": payload["run"],
+            "metric": payload["metric"],
+            "source": payload["source"] or "",
+            **extra,
+        },
+        "annotations": {
+            "summary": f"{payload['metric']} = {payload['value']} at {payload['step']}",
+            "threshold": str(payload["threshold"]),
+            "step": str(payload["step"]),
+            "value": str(payload["value"]),
+            "state": payload["state"],
+        },
+        "startsAt": payload["started_at"],
+        **({"endsAt": payload["resolved_at"]} if ended else {}),
+        "generatorURL": payload["url"],
+    }
 
 
 def _diagnosis_annotations(diagnosis: dict[str, Any] | None) -> dict[str, str]:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from server.alarms.defaults import seed_defaults
 from server.alarms.evaluation import Evaluator
+from server.alarms.incidents import Grouping
 from server.alarms.recording import Recorder
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Alert, RunActivity, StateKey
@@ -32,10 +33,12 @@ log = logging.getLogger("mismatch_monitor.alarms")
 
 
 class AlarmService:
-    def __init__(self, store: AlarmStore, *, base_url: str) -> None:
+    def __init__(
+        self, store: AlarmStore, *, base_url: str, grouping: Grouping | None = None
+    ) -> None:
         self.store = store
         self.evaluator = Evaluator(states=store.load_states())
-        self.recorder = Recorder(store, self.evaluator, base_url=base_url)
+        self.recorder = Recorder(store, self.evaluator, base_url=base_url, grouping=grouping)
         self.transitions = 0
         self.shared = not store.db.is_duckdb
         self.reload()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from server.alarms.backtest import Backtester
 from server.alarms.config import AlarmConfigService
 from server.alarms.delivery import DeliveryWorker
+from server.alarms.incidents import Grouping
 from server.alarms.outbound import TargetPolicy
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
@@ -49,9 +50,11 @@ class Alarms:
         return self.service.markers(run_id)
 
 
-def build(db: Database, *, base_url: str, policy: TargetPolicy) -> Alarms:
+def build(
+    db: Database, *, base_url: str, policy: TargetPolicy, grouping: Grouping | None = None
+) -> Alarms:
     store = AlarmStore(db)
-    service = AlarmService(store, base_url=base_url)
+    service = AlarmService(store, base_url=base_url, grouping=grouping)
     worker = DeliveryWorker(
         db,
         policy=policy,

@@ -183,7 +183,8 @@ def alert_list(
     """Alert history, newest first."""
     params = {"project": project, "run": run, "state": state}
     rows = api(url, token, "GET", "/api/v1/alerts", params=params)["data"]
-    print_rows(rows, ["id", "state", "severity", "rule_name", "run_id", "metric", "step", "value"])
+    keys = ["id", "state", "severity", "rule_name", "run_id", "metric", "step", "value"]
+    print_rows(rows, [*keys, "incident_id"])
 
 
 @alert.command("test")

@@ -42,6 +42,12 @@ def serve(
     refresh_s: Annotated[
         float | None, typer.Option(help="Dashboard refresh of live runs, seconds (default 10)")
     ] = None,
+    alert_group_wait_s: Annotated[
+        float | None, typer.Option(help="Hold an incident's first message this long (default 0)")
+    ] = None,
+    incident_window_steps: Annotated[
+        int | None, typer.Option(help="A run's alerts this close in steps form one incident")
+    ] = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
@@ -49,9 +55,13 @@ def serve(
     import uvicorn
 
     from server.app import create_app
-    from server.services.tokens import TokenService
 
-    given: dict[str, Any] = {"retention_days": retention_days, "refresh_s": refresh_s}
+    given: dict[str, Any] = {
+        "retention_days": retention_days,
+        "refresh_s": refresh_s,
+        "alert_group_wait_s": alert_group_wait_s,
+        "incident_window_steps": incident_window_steps,
+    }
     try:
         settings = Settings(
             **{k: v for k, v in given.items() if v is not None},  # else env or default
@@ -68,18 +78,7 @@ def serve(
     except ValueError as exc:
         fail(str(exc))
     if not settings.is_loopback and not settings.insecure:
-        check = Database(settings.db)
-        try:
-            migrations.upgrade(check)
-            has_tokens = TokenService(check).auth_enabled()
-        finally:
-            check.dispose()
-        if not has_tokens:
-            fail(
-                f"refusing to bind {host} without tokens: create one first with "
-                f"`mismatch token create --db {db} --project P --scope admin`, "
-                "or pass --insecure to serve an open API on the network"
-            )
+        _require_tokens(settings, db, host)
     try:
         application = create_app(settings)
     except Exception as exc:
@@ -90,6 +89,24 @@ def serve(
         f"API docs: {settings.base_url}/docs"
     )
     uvicorn.run(application, host=host, port=port, log_level=log_level)
+
+
+def _require_tokens(settings: Settings, db: str, host: str) -> None:
+    """Refuse to serve beyond loopback without any token."""
+    from server.services.tokens import TokenService
+
+    check = Database(settings.db)
+    try:
+        migrations.upgrade(check)
+        has_tokens = TokenService(check).auth_enabled()
+    finally:
+        check.dispose()
+    if not has_tokens:
+        fail(
+            f"refusing to bind {host} without tokens: create one first with "
+            f"`mismatch token create --db {db} --project P --scope admin`, "
+            "or pass --insecure to serve an open API on the network"
+        )
 
 
 def migrate(db: DbOpt = DEFAULT_DB) -> None:

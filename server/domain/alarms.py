@@ -19,7 +19,7 @@ RULE_KINDS: tuple[RuleKind, ...] = (
     "precursor",
 )
 Severity = Literal["info", "warning", "critical"]
-SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")  # in rising order
 ReceiverFormat = Literal["standard", "slack", "alertmanager"]
 RECEIVER_FORMATS: tuple[ReceiverFormat, ...] = ("standard", "slack", "alertmanager")
 AlertState = Literal["firing", "resolved", "no_data"]
@@ -162,11 +162,12 @@ class Alert:
     resolved_step: int | None = None
     linked_alert_id: str | None = None
     silenced: bool = False
+    incident_id: str | None = None  # the id of its incident's first alert (None: silenced)
 
-    def resolved(self, *, step: int, value: float, at: float) -> Alert:
-        return replace(
-            self, state="resolved", resolved_at=at, resolved_step=step, step=step, value=value
-        )
+    def resolved(self, *, step: int, at: float) -> Alert:
+        """Ended because its series recovered at `step` (its own step and value stay those it
+        fired with)."""
+        return replace(self, state="resolved", resolved_at=at, resolved_step=step)
 
     def without_data(self, *, step: int, at: float) -> Alert:
         """Ended because its series stopped reporting; `step` is the last one it reported."""

@@ -144,6 +144,11 @@ class AlertOut(BaseModel):
     resolved_step: int | None
     linked_alert_id: str | None = Field(description="The alert a precursor alert follows")
     silenced: bool
+    incident_id: str | None = Field(
+        default=None,
+        description="The incident it belongs to: the id of the incident's first alert (none for "
+        "a silenced alert)",
+    )
 
 
 class TransitionOut(BaseModel):

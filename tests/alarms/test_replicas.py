@@ -42,3 +42,5 @@ def test_alternating_replicas_share_alarm_state(server_factory: Any, postgres_ur
     assert [(a["step"], a["state"], a["resolved_step"]) for a in high] == [(39, "resolved", 42)]
     spike = [a for a in alerts if a["rule_name"] == "vllm-kl spike"]
     assert len(spike) == 1
+    # Recorded by either replica, the run's alerts are one incident, headed by the first.
+    assert {a["incident_id"] for a in alerts} == {min(alerts, key=lambda a: a["step"])["id"]}
