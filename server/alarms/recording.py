@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -66,9 +67,11 @@ class Recorder:
             if opened:
                 stored_open = self.store.open_alerts(runs, conn)
                 opened = incidents.assign(opened, stored_open, self.grouping.window_steps)
-                for alert in opened:
-                    if alert.incident_id is not None and alert.incident_id != alert.id:
-                        log.info("alert %s joins incident %s", alert.id, alert.incident_id)
+                placed = {a.id: a.incident_id for a in opened}  # some end in the same batch
+                ended = [replace(a, incident_id=placed.get(a.id, a.incident_id)) for a in ended]
+                repeated = [
+                    replace(a, incident_id=placed.get(a.id, a.incident_id)) for a in repeated
+                ]
             told = [a for a in ended if a.id not in muted]
             again = [a for a in repeated if a.id not in muted]
             touched = {a.incident_id or a.id for a in [*opened, *told, *again] if not a.silenced}

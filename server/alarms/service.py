@@ -87,12 +87,13 @@ class AlarmService:
     def check_no_data(self, now: float | None = None) -> None:
         """Timer-driven: alerts whose series stopped reporting end as "no data". With replicas,
         the firing alerts in the database name the states to look at, and one replica looks at a
-        time; the others skip this round."""
+        time, holding their series too; the others (or a busy series) wait for the next round."""
         now = time.time() if now is None else now
         keys = self._firing_keys() if self.shared else self.evaluator.firing_keys()
         if not keys:
             return
-        with self._turn(["task:no_data"], keys, wait=False) as conn:
+        series = {"series:" + "|".join(key[1].split("|", 3)[:3]) for key in keys}
+        with self._turn(["task:no_data", *series], keys, wait=False) as conn:
             if conn is None and self.shared:
                 return
             fired = self.evaluator.no_data(now, keys)

@@ -4,14 +4,24 @@ first cause and its follow-ups, one escalation, one resolution."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from server.alarms.incidents import assign, notices
-from server.domain.alarms import Alert
+from server.alarms.service import AlarmService
+from server.alarms.store import AlarmStore
+from server.domain import alarms as domain
+from server.domain.alarms import Alert, Rule
+from server.domain.records import StoredRecord, WriteResult
+from server.storage import migrate
+from server.storage.alarm_tables import outbox
+from server.storage.db import Database
 from tests.alarms.test_webhooks import LOCAL_RECEIVERS, Receiver, wait_for
 from tests.factories import record, run_upsert
 
@@ -74,6 +84,33 @@ def test_an_alert_from_before_incidents_is_an_incident_of_its_own() -> None:
     (end,) = notices([], [old.resolved(step=8, at=1.0)], [], {"old": [old]})
     assert (end.kind, end.incident_id, [a.id for a in end.alerts]) == ("resolved", "old", ["old"])
     assert notices([], [replace(old, silenced=True)], [], {}) == []
+
+
+def test_a_follow_up_that_fires_and_ends_in_one_batch_stays_in_its_incident(
+    tmp_path: Path,
+) -> None:
+    db = Database(str(tmp_path / "one.duckdb"))
+    migrate.upgrade(db)
+    service = AlarmService(AlarmStore(db), base_url="http://monitor")
+    params = {"threshold": 1.0, "for_steps": 1, "resolve_steps": 1}
+    for name in ("x", "y"):
+        rule = Rule(id=name, project="p", name=f"{name} high", kind="threshold", metric=name)
+        service.store.save_rule(rule.with_changes(params=params))
+    service.store.add_receiver(
+        domain.Receiver("rcv", "p", "http://hook.example/x", "standard", None, 0)
+    )
+    service.reload()
+    stored = [
+        StoredRecord("run", "p", {}, "trainer", "t0", s, 0.0, None, None, {"x": 5.0, "y": y})
+        for s, y in enumerate([0.0, 5.0, 0.0])  # x fires at 0; y fires at 1 and ends at 2
+    ]
+    service.on_ingested(WriteResult(stored=stored))
+    with db.read() as conn:
+        bodies = [json.loads(r.body) for r in conn.execute(sa.select(outbox.c.body)).all()]
+    db.dispose()
+    (opening,) = bodies  # x still fires: the incident has not ended
+    assert opening["type"] == "alert.firing" and opening["rule"] == "x high"
+    assert [(f["rule"], f["state"]) for f in opening["follow_ups"]] == [("y high", "resolved")]
 
 
 # -- through a real server --------------------------------------------------------------------
