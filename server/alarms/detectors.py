@@ -61,14 +61,15 @@ def spike(p: Params) -> Core:
     (median/MAD) above `z`, in the rule's space, and at least `floor` above the median. With
     `relative_below`, a value below that fraction of the trailing median (a collapse) instead.
 
-    The median of the window is refreshed every `refresh` values rather than on every value:
-    over tens of steps it barely moves, and this keeps evaluation cheap on the ingest path. The
+    The median of the window is refreshed every `refresh` values (a tenth of the window, at
+    least 5) rather than on every value: over a tenth of its window it barely moves, and this
+    keeps evaluation cheap on the ingest path. The
     MAD is only computed when a value rises above median + floor (below that nothing can
     breach), so a value that cannot breach reports median + floor as its threshold. A breaching
     value does not join the history: a spike does not become the new normal."""
     window = int(p.get("window", 50))
     min_history = int(p.get("min_history", 10))
-    refresh = int(p.get("refresh", 5))
+    refresh = int(p.get("refresh", max(5, window // 10)))
     below = p.get("relative_below")
     factor = float(below) if below else None
     z = float(p.get("z", 6.0))
@@ -172,11 +173,13 @@ def _sustained_log(p: Params) -> Core:
     short = int(p.get("short", 7))
     long = int(p.get("long", 100))
     warmup = int(p.get("warmup", p.get("min_history", 30)))
-    refresh = int(p.get("refresh", 5))
+    refresh = int(p.get("refresh", max(5, long // 10)))
     z = float(p.get("z", 3.0))
     ratio = float(p.get("ratio", 1.0))
     floor = float(p.get("floor", 0.0))
     log_ratio = _log(ratio) if ratio > 0 else -math.inf
+    if short < 1 or long < 1 or warmup < 1:
+        raise ValueError("short, long and warmup must be at least 1")
 
     def run(
         st: dict[str, Any], values: list[float], stop: bool

@@ -151,3 +151,8 @@ def test_no_data_s_must_be_a_positive_number_of_seconds(seconds: Any) -> None:
 def test_watched_metrics_must_be_names(kind: str, params: dict[str, Any]) -> None:
     with pytest.raises(Rejected, match="must name metrics"):
         check_rule(_rule(kind, **params))
+
+
+def test_a_log_sustained_rule_needs_windows_of_at_least_one_value() -> None:
+    with pytest.raises(Rejected, match="short, long and warmup must be at least 1"):
+        check_rule(_rule("sustained", space="log", short=0))
