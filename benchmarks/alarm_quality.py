@@ -61,7 +61,7 @@ class Event(NamedTuple):
 
     rule: str
     severity: str
-    kind: str  # firing | resolved
+    kind: str  # firing | resolved | no_data
     step: int
     metric: str
 
@@ -71,35 +71,30 @@ def replay(trace: Trace, pack: Sequence[Spec]) -> list[Event]:
 
     The only contact with the server's alarm code (its imports are here, so that the rest of the
     benchmark does not depend on where the server keeps things): the pack's rules for one
-    project (the timer-driven "stalled" kind is left out) in the `Evaluator` that the live alarm
-    service feeds on every ingest, each batch's newly stored values handed to it as the write
-    path hands them, its clock the run's own wall time (so `cooldown_s` and `repeat_s` see the
-    run's real pace).
+    project go through the server's replay (`server.alarms.replay`, what `mismatch alarm
+    backtest` runs), which feeds them to the `Evaluator` that the live alarm service feeds on
+    every ingest — each batch's newly stored values as the write path hands them, the run's own
+    wall time as the clock (so `cooldown_s`, `repeat_s` and the no-data check see the run's real
+    pace). The timer-driven "stalled" kind is left out.
     """
-    from server.alarms.evaluation import Evaluator
+    from server.alarms.replay import replay as replay_rules
     from server.domain.alarms import Rule
     from server.domain.records import StoredRecord
 
     project = "quality"
-    evaluator = Evaluator(
-        Rule(id=f"r{i:02d}", project=project, **spec)
-        for i, spec in enumerate(pack)
-        if spec["kind"] != "stalled"
-    )
-    events = []
-    for batch in stored_batches(trace):
-        records = [
+    rules = [Rule(id=f"r{i:02d}", project=project, **spec) for i, spec in enumerate(pack)]
+    batches = (
+        [
             StoredRecord(trace.run_id, project, {}, "trainer", "t0", step, at, None, None, v)
             for step, at, v in batch
         ]
-        if not records:
-            continue
-        for f in evaluator.feed(evaluator.plan(records), now=records[-1].time):
-            if f.transition.kind in ("firing", "resolved"):
-                rule = f.rule
-                events.append(
-                    Event(rule.name, rule.severity, f.transition.kind, f.transition.step, f.metric)
-                )
+        for batch in stored_batches(trace)
+    )
+    events = [
+        Event(f.rule.name, f.rule.severity, f.transition.kind, f.transition.step, f.metric)
+        for f in replay_rules(rules, batches)
+        if f.transition.kind in ("firing", "resolved", "no_data")
+    ]
     return sorted(events, key=lambda e: (e.step, e.kind == "firing", e.rule))
 
 

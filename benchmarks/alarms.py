@@ -93,9 +93,10 @@ def latency(url: str, receiver: Receiver, alerts: int) -> list[float]:
         sent: dict[str, float] = {}
         for i in range(alerts):
             run_id = f"lat-{i}"
-            http.post("/api/v1/ingest", content=batch(run_id, range(20), 1e-3))
+            http.post("/api/v1/ingest", content=batch(run_id, range(40), 1e-3))
             sent[run_id] = time.perf_counter()
-            http.post("/api/v1/ingest", content=batch(run_id, range(20, 21), 0.5))
+            # The default spike rule wants 30 steps of history and two spiking steps in a row.
+            http.post("/api/v1/ingest", content=batch(run_id, range(40, 42), 0.5))
         deadline = time.monotonic() + 60
         while len(receiver.arrivals) < alerts and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -49,6 +49,7 @@ CMP_BAND_N = "compare-band-n"
 CMP_GRAPH = "compare-graph"
 CMP_DIVERGENCE = "compare-divergence"
 CMP_CONFIG_DIFF = "compare-config-diff"
+CMP_WINDOW = "compare-window"  # the step range a link zoomed the view to (an alert's)
 
 # Buckets page
 BKT_RUNS = "buckets-runs"

@@ -16,6 +16,7 @@ from dashboard import create_dash
 from dashboard.access import Scoped
 from dashboard.query import QueryLike
 from server.alarms import wiring
+from server.alarms.incidents import Grouping
 from server.api import errors
 from server.api.crosssite import (
     CORS,
@@ -28,12 +29,22 @@ from server.api.dash_callbacks import CALLBACK_PATH, DashCallbackCheck
 from server.api.gate import DashboardGate
 from server.api.middleware import BodyLimitMiddleware, InflightBudget
 from server.api.responses import JSONResponse
-from server.api.routes import alarms, health, ingest, maintenance, runs, session, tokens
+from server.api.routes import (
+    alarms,
+    health,
+    ingest,
+    maintenance,
+    projects,
+    runs,
+    session,
+    tokens,
+)
 from server.config import Settings
 from server.container import Services
 from server.errors import NotFound
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
+from server.services.projects import ProjectService
 from server.services.query import QueryService
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
@@ -61,11 +72,22 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
         secure=settings.base_url.startswith("https://"),
     )
     services = Services(
-        settings, db, query, ingest_service, token_service, telemetry, maintenance, sessions
+        settings,
+        db,
+        query,
+        ingest_service,
+        token_service,
+        telemetry,
+        maintenance,
+        sessions,
+        ProjectService(db),
     )
     if settings.alarms:
         services.alarms = wiring.build(
-            db, base_url=settings.base_url, policy=settings.webhook_policy
+            db,
+            base_url=settings.base_url,
+            policy=settings.webhook_policy,
+            grouping=Grouping(settings.incident_window_steps, settings.alert_group_wait_s),
         )
         ingest_service.listeners.append(services.alarms)
     return services
@@ -99,7 +121,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    routers = (health, ingest, runs, tokens, alarms, maintenance, session)
+    routers = (health, ingest, runs, projects, tokens, alarms, maintenance, session)
     for module in routers:
         app.include_router(module.router)
     _document_ingest_body(app)

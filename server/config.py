@@ -72,6 +72,20 @@ class Settings(BaseSettings):
         min_length=16,
         description="A bearer secret for Prometheus to scrape /metrics with (besides tokens)",
     )
+    alert_group_wait_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=3600.0,
+        description="Hold an incident's first message this many seconds, so that alerts firing "
+        "meanwhile go out in it as follow-ups",
+    )
+    incident_window_steps: int = Field(
+        default=200,
+        ge=1,
+        le=10_000_000,
+        description="An alert joins its run's open incident when it fires within this many "
+        "steps of the incident's first alert",
+    )
     dashboard: bool = True
     alarms: bool = True
     log_level: str = "info"

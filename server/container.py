@@ -10,6 +10,7 @@ from server.alarms.wiring import Alarms
 from server.config import Settings
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
+from server.services.projects import ProjectService
 from server.services.query import QueryService
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
@@ -27,6 +28,7 @@ class Services:
     telemetry: Telemetry
     maintenance: Maintenance
     sessions: Sessions
+    projects: ProjectService
     alarms: Alarms | None = None  # None when the server runs with alarms off
 
     def start(self) -> None:

@@ -241,6 +241,15 @@ def series_figure(
     )
 
 
+def zoomed(fig: Figure, step_min: int | None, step_max: int | None) -> Figure:
+    """The figure with its x axis set to [step_min, step_max] (as far as each is given)."""
+    if step_min is None and step_max is None:
+        return fig
+    layout = fig["layout"]
+    xaxis = {**layout.get("xaxis", {}), "range": [step_min, step_max], "autorange": False}
+    return {**fig, "layout": {**layout, "xaxis": xaxis}}
+
+
 def _marks(
     xs: list[Any], y: float, symbol: str, size: int, fill: str, name: str, texts: list[str]
 ) -> Trace:

@@ -9,12 +9,12 @@ from dash import Input, Output, State, dcc, html
 from dashboard import ids
 from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
-from dashboard.configdiff import diff
-from dashboard.figures.series import difference_figure, series_figure
+from dashboard.figures.series import difference_figure, series_figure, zoomed
 from dashboard.figures.text import rollups_note
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain.metrics import COMPARE, HEADLINE, LOG_SCALE
+from server.domain.parity import diff
 from server.domain.series import bucket_value, has_nonfinite
 
 POINTS = 2000
@@ -24,9 +24,14 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     runs = query.list_runs(limit=500)
     options = [{"label": f"{r.name} ({r.id})", "value": r.id} for r in runs]
     chosen = as_list(params.get("runs"))
+    window = {
+        "step_min": as_int(params.get("step_min")),
+        "step_max": as_int(params.get("step_max")),
+    }
     return html.Div(
         [
             html.H2("Compare"),
+            dcc.Store(id=ids.CMP_WINDOW, data=window),
             dcc.Dropdown(
                 id=ids.CMP_RUNS,
                 options=options,
@@ -140,6 +145,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.CMP_MODE, "value"),
         Input(ids.CMP_BAND_K, "value"),
         Input(ids.CMP_BAND_N, "value"),
+        State(ids.CMP_WINDOW, "data"),
     )
     def draw(
         chosen: list[str] | None,
@@ -148,8 +154,11 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         mode: str,
         k: float | None,
         n: int | None,
+        window: dict[str, int | None] | None,
     ) -> Any:
-        return view(query, chosen or [], ref, metric, mode, float(k or 3.0), int(n or 5))
+        return view(
+            query, chosen or [], ref, metric, mode, float(k or 3.0), int(n or 5), window or {}
+        )
 
     @app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
@@ -159,6 +168,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.CMP_MODE, "value"),
         Input(ids.CMP_BAND_K, "value"),
         Input(ids.CMP_BAND_N, "value"),
+        State(ids.CMP_WINDOW, "data"),
         prevent_initial_call=True,
     )
     def sync_url(
@@ -168,20 +178,29 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         mode: str,
         k: float | None,
         n: int | None,
+        window: dict[str, int | None] | None,
     ) -> str:
-        return encode(
-            {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
-        )
+        state = {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
+        return encode({**state, **(window or {})})
 
 
 def view(
-    query: QueryLike, chosen: list[str], ref: str | None, metric: str, mode: str, k: float, n: int
+    query: QueryLike,
+    chosen: list[str],
+    ref: str | None,
+    metric: str,
+    mode: str,
+    k: float,
+    n: int,
+    window: dict[str, int | None] | None = None,
 ) -> tuple[Any, list[dict[str, Any]], Any]:
-    """The figure, the first-divergence rows and the config diff for the chosen runs."""
+    """The figure, the first-divergence rows and the config diff for the chosen runs, over the
+    steps of `window` (`step_min`, `step_max`) when a link gave one."""
     if not chosen:
         return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
     ref = ref if ref in chosen else chosen[0]
-    configs, drawn, coarse = fetch(query, chosen, metric)
+    lo, hi = (window or {}).get("step_min"), (window or {}).get("step_max")
+    configs, drawn, coarse = fetch(query, chosen, metric, lo, hi)
     names = {r: (f"{c.name} (reference)" if r == ref else c.name) for r, c in configs.items()}
     note = rollups_note([names[r] for r in coarse])
     divergence = {}
@@ -210,17 +229,24 @@ def view(
             height=380,
         )
     diff_rows = diff({names[r]: configs[r].config for r in ordered})
-    return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
+    return zoomed(fig, lo, hi), rows, _diff_table(diff_rows, [names[r] for r in ordered])
 
 
 def fetch(
-    query: QueryLike, run_ids: list[str], metric: str
+    query: QueryLike,
+    run_ids: list[str],
+    metric: str,
+    step_min: int | None = None,
+    step_max: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
-    """The page's data: each run's name and config, its series at POINTS step buckets (one
-    fetch serves both the overlay and the divergence search), and the runs drawn from rollups
-    only (retention dropped their raw values)."""
+    """The page's data: each run's name and config, its series at POINTS step buckets over
+    [step_min, step_max] (one fetch serves both the overlay and the divergence search), and the
+    runs drawn from rollups only (retention dropped their raw values)."""
     configs = {c.id: c for c in query.run_configs(run_ids)}
-    found = {r: query.series(r, metric, max_points=POINTS) for r in configs}
+    found = {
+        r: query.series(r, metric, step_min=step_min, step_max=step_max, max_points=POINTS)
+        for r in configs
+    }
     drawn = {r: dump(series)["points"] for r, series in found.items()}
     coarse = [r for r, series in found.items() if series.rollup_only]
     return configs, drawn, coarse

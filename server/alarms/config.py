@@ -171,6 +171,17 @@ def check_rule(rule: Rule) -> None:
             not isinstance(p[key], int) or isinstance(p[key], bool) or not 1 <= p[key] <= 100_000
         ):
             raise Rejected(f"params.{key}: must be an integer between 1 and 100000")
+    seconds = p.get("no_data_s")
+    if seconds is not None and (
+        not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0
+    ):
+        raise Rejected("params.no_data_s: must be a number of seconds above 0")
+    try:
+        watched = rule.watched()
+    except TypeError:
+        watched = []
+    if not watched or not all(isinstance(name, str) and name for name in watched):
+        raise Rejected("params: metrics, follow and trigger_metric must name metrics")
     _check_label(rule.label)
     if rule.kind != "stalled":
         try:

@@ -8,18 +8,20 @@ a stored run feed the same `Evaluator`, so a backtest raises exactly what live e
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from server.alarms import plans
-from server.alarms.state import advance
-from server.domain.alarms import Fired, Rule, RunActivity, StateKey, Subject
+from server.alarms.state import advance, no_data, seen
+from server.domain.alarms import DEFAULT_NO_DATA_S, Fired, Rule, RunActivity, StateKey, Subject
 from server.domain.records import StoredRecord
 
 Work = list[tuple[plans.Plan, list[StoredRecord]]]
 STALLED_HORIZON_S = 24 * 3600  # runs quiet for longer are old news, not stalled
+_isfinite = math.isfinite
 
 
 class Evaluator:
@@ -158,6 +160,30 @@ class Evaluator:
             and now - run.last_seen <= STALLED_HORIZON_S
         ]
 
+    def no_data(self, now: float, keys: Iterable[StateKey] | None = None) -> list[Fired]:
+        """Firing states (of `keys`, or all held here) whose series said nothing for their
+        rule's `no_data_s`: their alerts end as "no data" instead of firing forever."""
+        fired = []
+        with self.lock:
+            for key in list(self.states) if keys is None else keys:
+                rule, st = self._rules.get(key[0]), self.states.get(key)
+                if rule is None or st is None or rule.kind == "stalled":
+                    continue
+                if st.get("status") != "firing":
+                    continue
+                after = float(rule.params.get("no_data_s", DEFAULT_NO_DATA_S))
+                transition = no_data(st, now=now, after_s=after)
+                self.dirty.add(key)
+                if transition is not None:
+                    subject, metric = _subject(rule, key[1], transition.step)
+                    fired.append(Fired(rule, key[1], subject, metric, transition))
+        return fired
+
+    def firing_keys(self) -> list[StateKey]:
+        """The states held here whose alert is firing."""
+        with self.lock:
+            return [k for k, st in self.states.items() if st.get("status") == "firing"]
+
     # -- the alerts states point at ---------------------------------------------------------
     def alert_of(self, key: StateKey) -> str | None:
         with self.lock:
@@ -201,8 +227,11 @@ def _replay(
                 continue
             st = slot.state
             verdict = slot.check(st["eval"], value, metric, rec.step)
-            if not slot.advances or (not verdict.breach and settled(st)):
+            if settled(st) and (not verdict.breach or not slot.advances):
                 continue  # the common case: nothing to advance
+            seen(st, step=rec.step, value=value, now=now)
+            if not slot.advances or (slot.holds and not _isfinite(value)):
+                continue  # a trigger only marks a step; a NaN neither breaches nor clears
             for_steps, resolve_steps, repeat_s, cooldown_s = slot.timing
             transition = advance(
                 st,
@@ -221,6 +250,15 @@ def _replay(
                     rec.run_id, rec.project, rec.labels, rec.source, rec.actor, rec.step
                 )
                 fired.append(Fired(slot.rule, slot.key[1], subject, metric, transition))
+
+
+def _subject(rule: Rule, series: str, step: int) -> tuple[Subject, str]:
+    """Where a state's series is, from its key: run|source|actor, then the metric (a precursor
+    keeps one state for all of its metrics and names its trigger)."""
+    parts = series.split("|", 3)
+    run_id, source, actor = [*parts, "", "", ""][:3]
+    metric = parts[3] if len(parts) > 3 else rule.trigger
+    return Subject(run_id, rule.project, {}, source or None, actor or None, step), metric
 
 
 def settled(st: dict[str, Any]) -> bool:

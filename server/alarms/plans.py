@@ -27,6 +27,7 @@ class Slot:
     state: dict[str, Any]
     timing: tuple[int, int, float, float]
     advances: bool  # False for a precursor's trigger metric: it only feeds the detector
+    holds: bool  # a NaN or ±Inf neither breaches nor clears it (all kinds but nonfinite/precursor)
     quiet: Callable[[list[float]], bool] | None  # stateless kinds: no value of a batch breaches
     scan: Scan | None  # stateful kinds: absorb a batch that breaches nothing
 
@@ -88,6 +89,7 @@ def build(
                     state,
                     timing(rule),
                     not trigger,
+                    rule.kind not in ("nonfinite", "precursor"),
                     quiet_check(rule),
                     compile_scan(rule),
                 )

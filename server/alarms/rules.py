@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from server.alarms import detectors
 from server.domain.alarms import DEFAULT_TRIGGER, Rule
 
 Params = Mapping[str, Any]
@@ -28,12 +29,6 @@ Check = Callable[[dict[str, Any], float, str, int], Verdict]
 once when the rule is compiled, not once per value."""
 
 _isfinite = math.isfinite
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
 def _threshold_breach(p: Params) -> Callable[[float], bool]:
@@ -63,131 +58,34 @@ soon as one may breach — the caller then replays the batch value by value on a
 """
 
 
-def _spike_core(
-    p: Params,
-) -> Callable[[dict[str, Any], list[float], bool], tuple[list[int], float | None]]:
-    """The spike detector over a run of values, on local variables: returns the indices that
-    breached and the threshold the last value was compared to. With `stop`, it ends after the
-    first breach."""
-    window = int(p.get("window", 50))
-    min_history = int(p.get("min_history", 10))
-    refresh = int(p.get("refresh", 5))
-    below = p.get("relative_below")
-    factor = float(below) if below else None  # a collapse: far below the trailing median
-    z = float(p.get("z", 6.0))
-    floor = float(p.get("floor", 0.0))
+def _check(core: detectors.Core) -> Check:
+    def check(st: dict[str, Any], value: float, *_: Any) -> Verdict:
+        breaches, judged, threshold = core(st, [value], False)
+        return Verdict(bool(breaches), judged, threshold)
 
-    def run(st: dict[str, Any], values: list[float], stop: bool) -> tuple[list[int], float | None]:
-        history: list[float] | None = st.get("history")
-        if history is None:
-            history = st["history"] = []
-        med, bound, age = st.get("median"), st.get("bound"), st.get("age", 0)
-        breaches: list[int] = []
-        threshold = None
-        for i, value in enumerate(values):
-            threshold = None
-            if not _isfinite(value):
-                continue
-            if len(history) >= min_history:
-                if med is None or age >= refresh:
-                    med, bound, age = _median(history), None, 0  # MAD: when a value could breach
-                if factor is not None:
-                    threshold = factor * med
-                    breach = value < threshold
-                else:
-                    threshold = med + floor  # the bound is never below this: no MAD needed
-                    if value > threshold:
-                        if bound is None:
-                            mad = _median([abs(v - med) for v in history])
-                            bound = max(med + z * max(1.4826 * mad, 1e-12), threshold)
-                        threshold = bound
-                    breach = value > threshold
-                if breach:  # a spike does not become the new normal
-                    breaches.append(i)
-                    if stop:
-                        break
-                    continue
-            history.append(value)
-            if len(history) > window:
-                del history[:-window]
-            age += 1
-        st["median"], st["bound"], st["age"] = med, bound, age
-        return breaches, threshold
+    return check
 
-    return run
+
+def _scan(core: detectors.Core) -> Scan:
+    return lambda st, metric, steps, values: not core(st, values, True)[0]
 
 
 def spike(p: Params) -> Check:
-    """Robust z-score against the trailing median/MAD of `window` values, with an absolute floor
-    (value − median must exceed it) so a flat series does not fire on noise.
-
-    The median and MAD of the window are refreshed every `refresh` values rather than on every
-    value: over 50 steps they barely move, and this keeps evaluation cheap on the ingest path.
-    The MAD is only computed when a value rises above median + floor (below that nothing can
-    breach), so a value that cannot breach reports median + floor as its threshold."""
-    run = _spike_core(p)
-
-    def check(st: dict[str, Any], value: float, *_: Any) -> Verdict:
-        breaches, threshold = run(st, [value], False)
-        return Verdict(bool(breaches), value, threshold)
-
-    return check
+    """A value far above its trailing median (see `detectors.spike`)."""
+    return _check(detectors.spike(p))
 
 
 def spike_scan(p: Params) -> Scan:
-    run = _spike_core(p)
-    return lambda st, metric, steps, values: not run(st, values, True)[0]
-
-
-def _sustained_core(
-    p: Params,
-) -> Callable[[dict[str, Any], list[float], bool], tuple[bool, float, float | None]]:
-    a_short = 2 / (float(p.get("short", 5)) + 1)
-    a_long = 2 / (float(p.get("long", 50)) + 1)
-    ratio = float(p.get("ratio", 2.0))
-    warmup = int(p.get("warmup", 20))
-    floor = float(p.get("floor", 0.0))
-
-    def run(
-        st: dict[str, Any], values: list[float], stop: bool
-    ) -> tuple[bool, float, float | None]:
-        """Whether any value breached; the last short EWMA and threshold."""
-        n, short, long = st.get("n", 0), st.get("short", 0.0), st.get("long", 0.0)
-        breached = False
-        out: tuple[float, float | None] = (values[-1], None)
-        for value in values:
-            if not _isfinite(value):
-                out = (value, None)
-                continue
-            n += 1
-            short = value if n == 1 else short + a_short * (value - short)
-            long = value if n == 1 else long + a_long * (value - long)
-            out = (short, long * ratio)
-            if n >= warmup and short > floor and long > 0 and short > ratio * long:
-                breached = True
-                if stop:
-                    break
-        if n:
-            st.update(n=n, short=short, long=long)
-        return breached, *out
-
-    return run
+    return _scan(detectors.spike(p))
 
 
 def sustained(p: Params) -> Check:
-    """Short EWMA over long EWMA above `ratio` (after `warmup` values, above `floor`)."""
-    run = _sustained_core(p)
-
-    def check(st: dict[str, Any], value: float, *_: Any) -> Verdict:
-        breached, short, threshold = run(st, [value], False)
-        return Verdict(breached, short, threshold)
-
-    return check
+    """A rise that lasts (see `detectors.sustained`)."""
+    return _check(detectors.sustained(p))
 
 
 def sustained_scan(p: Params) -> Scan:
-    run = _sustained_core(p)
-    return lambda st, metric, steps, values: not run(st, values, True)[0]
+    return _scan(detectors.sustained(p))
 
 
 def nonfinite(p: Params) -> Check:
@@ -197,19 +95,36 @@ def nonfinite(p: Params) -> Check:
     return check
 
 
+def _mark_trigger(
+    st: dict[str, Any], breaches: list[int], count: int, steps: list[int], need: int
+) -> None:
+    """Advance the run of consecutive trigger breaches over `count` values; the step at which a
+    run reaches `need` values becomes the trigger step."""
+    run = st.get("trigger_run", 0)
+    last = -1
+    for i in breaches:
+        run = run + 1 if i == last + 1 else 1
+        last = i
+        if run >= need:
+            st["trigger_step"] = steps[i]
+    st["trigger_run"] = run if last == count - 1 else 0
+
+
 def precursor(p: Params) -> Check:
     """A vllm-kl spike followed within `within_steps` by a spike of a follow metric (grad_norm,
-    entropy): the collapse the write-ups saw coming. One state holds a spike detector per metric."""
-    detector = _spike_core(p)
+    entropy): the collapse the write-ups saw coming. One state holds a spike detector per metric.
+    The trigger needs `trigger_for` consecutive breaching values (one by default): an isolated
+    one-step blip of k3 is benign and announces nothing."""
+    detector = detectors.spike(p)
     trigger = str(p.get("trigger_metric", DEFAULT_TRIGGER))
     within = int(p.get("within_steps", 30))
+    need = int(p.get("trigger_for", 1))
 
     def check(st: dict[str, Any], value: float, metric: str, step: int) -> Verdict:
-        detectors = st.setdefault("detectors", {})
-        breaches, threshold = detector(detectors.setdefault(metric, {}), [value], False)
+        states = st.setdefault("detectors", {})
+        breaches, _, threshold = detector(states.setdefault(metric, {}), [value], False)
         if metric == trigger:
-            if breaches:
-                st["trigger_step"] = step
+            _mark_trigger(st, breaches, 1, [step], need)
             return Verdict(False, value, threshold)
         since = st.get("trigger_step")
         near = since is not None and 0 <= step - since <= within
@@ -222,15 +137,15 @@ def precursor(p: Params) -> Check:
 def precursor_scan(p: Params) -> Scan:
     """Trigger spikes are absorbed (they only mark a step); any follow-metric spike or non-finite
     value hands the batch back for the exact, step-interleaved replay."""
-    detector = _spike_core(p)
+    detector = detectors.spike(p)
     trigger = str(p.get("trigger_metric", DEFAULT_TRIGGER))
+    need = int(p.get("trigger_for", 1))
 
     def scan(st: dict[str, Any], metric: str, steps: list[int], values: list[float]) -> bool:
         state = st.setdefault("detectors", {}).setdefault(metric, {})
         if metric == trigger:
-            breaches, _ = detector(state, values, False)
-            if breaches:
-                st["trigger_step"] = steps[breaches[-1]]
+            breaches, _, _ = detector(state, values, False)
+            _mark_trigger(st, breaches, len(values), steps, need)
             return True
         return _isfinite(sum(values)) and not detector(state, values, True)[0]
 

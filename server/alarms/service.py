@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from server.alarms.defaults import seed_defaults
 from server.alarms.evaluation import Evaluator
+from server.alarms.incidents import Grouping
 from server.alarms.recording import Recorder
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Alert, RunActivity, StateKey
@@ -32,10 +33,12 @@ log = logging.getLogger("mismatch_monitor.alarms")
 
 
 class AlarmService:
-    def __init__(self, store: AlarmStore, *, base_url: str) -> None:
+    def __init__(
+        self, store: AlarmStore, *, base_url: str, grouping: Grouping | None = None
+    ) -> None:
         self.store = store
         self.evaluator = Evaluator(states=store.load_states())
-        self.recorder = Recorder(store, self.evaluator, base_url=base_url)
+        self.recorder = Recorder(store, self.evaluator, base_url=base_url, grouping=grouping)
         self.transitions = 0
         self.shared = not store.db.is_duckdb
         self.reload()
@@ -80,6 +83,36 @@ class AlarmService:
             if fired:
                 self.recorder.record(fired, now, conn)
                 self.transitions += len(fired)
+
+    def check_no_data(self, now: float | None = None) -> None:
+        """Timer-driven: alerts whose series stopped reporting end as "no data". With replicas,
+        the firing alerts in the database name the states to look at, and one replica looks at a
+        time, holding their series too; the others (or a busy series) wait for the next round."""
+        now = time.time() if now is None else now
+        keys = self._firing_keys() if self.shared else self.evaluator.firing_keys()
+        if not keys:
+            return
+        series = {"series:" + "|".join(key[1].split("|", 3)[:3]) for key in keys}
+        with self._turn(["task:no_data", *series], keys, wait=False) as conn:
+            if conn is None and self.shared:
+                return
+            fired = self.evaluator.no_data(now, keys)
+            if fired:
+                self.recorder.record(fired, now, conn)
+                self.transitions += len(fired)
+
+    def _firing_keys(self) -> list[StateKey]:
+        rules = self.evaluator.rules()
+        keys = []
+        for alert in self.store.alerts(state="firing", limit=10_000):
+            rule = rules.get(alert.rule_id)
+            if rule is None or rule.kind == "stalled":
+                continue
+            series = f"{alert.run_id}|{alert.source}|{alert.actor}"
+            keys.append(
+                (rule.id, series if rule.kind == "precursor" else f"{series}|{alert.metric}")
+            )
+        return keys
 
     def ensure_defaults(self, project: str) -> None:
         """Give a new project the default rule pack."""

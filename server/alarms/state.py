@@ -1,11 +1,14 @@
-"""The alert state machine of one (rule, run, series): ok → pending → firing → resolved (ok).
+"""The alert state machine of one (rule, run, series): ok → pending → firing → resolved (ok), or
+firing → no data (ok) when the series stops reporting.
 
-Pure: it takes the current state and a verdict and returns the new state and, when something
-happened that a person should hear about, a transition: "firing", "resolved" or "repeat".
+Pure: it takes the current state and a verdict (or, for no data, the clock) and returns the new
+state and, when something happened that a person should hear about, a transition: "firing",
+"resolved", "repeat" or "no_data".
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from server.domain.alarms import Transition
@@ -50,3 +53,25 @@ def advance(
         return None
     st["status"] = "ok"
     return None
+
+
+def seen(st: dict[str, Any], *, step: int, value: float, now: float) -> None:
+    """The series reported (a finite value or not) while the state was not settled."""
+    st["seen_at"], st["seen_step"], st["seen_value"] = now, step, value
+
+
+def no_data(st: dict[str, Any], *, now: float, after_s: float) -> Transition | None:
+    """A firing state whose series said nothing for `after_s` seconds ends as no data; the
+    transition carries the last step and value the series reported. A state saved before it
+    kept the time it was last seen starts counting now."""
+    if st.get("status") != "firing":
+        return None
+    last = st.get("seen_at")
+    if last is None:
+        st["seen_at"] = now
+        return None
+    if now - last <= after_s:
+        return None
+    st.update(status="ok", pending=0, clear=0)
+    step = int(st.get("seen_step", st.get("since_step", 0)))
+    return Transition("no_data", step, float(st.get("seen_value", math.nan)), None)

@@ -41,6 +41,26 @@ class OutboxMessage:
     last_error: str | None = None
 
 
+@dataclass(frozen=True)
+class Fold:
+    """A follow-up folded into a message still waiting to go out (its body replaced), or, when
+    that message has left already, `fallback` sent instead (None: nothing)."""
+
+    message_id: str
+    body: str
+    fallback: OutboxMessage | None = None
+
+
+@contextmanager
+def _reading(db: Database, conn: Connection | None) -> Iterator[Connection]:
+    """The caller's transaction when there is one (it sees what it wrote), else a read."""
+    if conn is not None:
+        yield conn
+    else:
+        with db.read() as new:
+            yield new
+
+
 @contextmanager
 def _transaction(db: Database, conn: Connection | None) -> Iterator[Connection]:
     """The caller's transaction when there is one, else a new write transaction."""
@@ -216,10 +236,12 @@ class AlarmStore:
         closed: Sequence[Alert],
         messages: Sequence[OutboxMessage],
         conn: Connection | None = None,
+        folds: Sequence[Fold] = (),
     ) -> None:
         """Alert transitions and their outbox messages, in one transaction (the caller's, when
         given: then they commit together with the states that led to them)."""
         with _transaction(self.db, conn) as conn:
+            messages = [*messages, *self._fold(conn, folds)]
             for alert in opened:
                 conn.execute(sa.insert(t.alerts).values(**dataclasses.asdict(alert)))
             for alert in closed:
@@ -227,7 +249,7 @@ class AlarmStore:
                     sa.update(t.alerts)
                     .where(t.alerts.c.id == alert.id)
                     .values(
-                        state="resolved",
+                        state=alert.state,
                         resolved_at=alert.resolved_at,
                         resolved_step=alert.resolved_step,
                     )
@@ -238,6 +260,70 @@ class AlarmStore:
                     .values(**dataclasses.asdict(message))
                     .on_conflict_do_nothing(index_elements=["id"])
                 )
+
+    def _fold(self, conn: Connection, folds: Sequence[Fold]) -> list[OutboxMessage]:
+        """Replace the bodies of messages not yet tried; the fallbacks of those already gone."""
+        o = t.outbox.c
+        waiting = sa.and_(
+            o.attempts == 0,
+            o.lease_until.is_(None),
+            o.delivered_at.is_(None),
+            o.gave_up_at.is_(None),
+        )
+        fallbacks = []
+        for fold in folds:
+            updated = conn.execute(
+                sa.update(t.outbox).where(o.id == fold.message_id, waiting).values(body=fold.body)
+            ).rowcount
+            if not updated and fold.fallback is not None:
+                fallbacks.append(fold.fallback)
+        return fallbacks
+
+    def open_alerts(
+        self, runs: Sequence[tuple[str, str]], conn: Connection | None = None
+    ) -> dict[tuple[str, str], list[Alert]]:
+        """The firing alerts of these (project, run) pairs."""
+        if not runs:
+            return {}
+        c = t.alerts.c
+        query = sa.select(t.alerts).where(
+            c.state == "firing", c.run_id.in_(sorted({run for _, run in runs}))
+        )
+        wanted = set(runs)
+        out: dict[tuple[str, str], list[Alert]] = {}
+        with _reading(self.db, conn) as c_:
+            for row in c_.execute(query):
+                alert = Alert(**row._mapping)
+                if (alert.project, alert.run_id) in wanted:
+                    out.setdefault((alert.project, alert.run_id), []).append(alert)
+        return out
+
+    def incident_alerts(
+        self, incident_ids: Sequence[str], conn: Connection | None = None
+    ) -> dict[str, list[Alert]]:
+        """The alerts of these incidents; an alert from before incidents is one of its own."""
+        if not incident_ids:
+            return {}
+        c = t.alerts.c
+        ids = sorted(set(incident_ids))
+        query = sa.select(t.alerts).where(
+            sa.or_(c.incident_id.in_(ids), sa.and_(c.incident_id.is_(None), c.id.in_(ids)))
+        )
+        out: dict[str, list[Alert]] = {}
+        with _reading(self.db, conn) as c_:
+            for row in c_.execute(query):
+                alert = Alert(**row._mapping)
+                out.setdefault(alert.incident_id or alert.id, []).append(alert)
+        return out
+
+    def lock_runs(self, conn: Connection, runs: Sequence[tuple[str, str]]) -> None:
+        """With PostgreSQL, the runs' incidents are decided by one replica at a time (a lock in
+        the caller's transaction, taken after its series locks, in sorted order)."""
+        if self.db.is_duckdb:
+            return
+        for project, run in sorted(set(runs)):
+            lock = sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"incident:{project}|{run}"))
+            conn.execute(sa.select(lock))
 
     def alert(self, alert_id: str) -> Alert | None:
         with self.db.read() as conn:

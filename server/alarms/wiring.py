@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from server.alarms.backtest import Backtester
 from server.alarms.config import AlarmConfigService
 from server.alarms.delivery import DeliveryWorker
+from server.alarms.incidents import Grouping
 from server.alarms.outbound import TargetPolicy
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
@@ -27,6 +29,7 @@ class Alarms:
     service: AlarmService
     config: AlarmConfigService
     worker: DeliveryWorker
+    backtest: Backtester
 
     def on_ingested(self, result: WriteResult) -> None:
         before = self.service.transitions
@@ -48,19 +51,22 @@ class Alarms:
         return self.service.markers(run_id, projects=projects)
 
 
-def build(db: Database, *, base_url: str, policy: TargetPolicy) -> Alarms:
+def build(
+    db: Database, *, base_url: str, policy: TargetPolicy, grouping: Grouping | None = None
+) -> Alarms:
     store = AlarmStore(db)
-    service = AlarmService(store, base_url=base_url)
+    service = AlarmService(store, base_url=base_url, grouping=grouping)
     worker = DeliveryWorker(
         db,
         policy=policy,
         ticks=[
             service.flush_states,
             lambda: service.check_stalled(activity(db)),
+            service.check_no_data,
             service.reload,
         ],
     )
-    return Alarms(service, AlarmConfigService(store, service, worker), worker)
+    return Alarms(service, AlarmConfigService(store, service, worker), worker, Backtester(store))
 
 
 def activity(db: Database) -> list[RunActivity]:

@@ -80,6 +80,12 @@ def serve(
             envvar="MISMATCH_METRICS_TOKEN",
         ),
     ] = None,
+    alert_group_wait_s: Annotated[
+        float | None, typer.Option(help="Hold an incident's first message this long (default 0)")
+    ] = None,
+    incident_window_steps: Annotated[
+        int | None, typer.Option(help="A run's alerts this close in steps form one incident")
+    ] = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
@@ -93,6 +99,8 @@ def serve(
         "allowed_hosts": allowed_host or None,  # unset: from the environment or the default
         "cors_origins": cors_origin or None,
         "webhook_allow": webhook_allow or None,
+        "alert_group_wait_s": alert_group_wait_s,
+        "incident_window_steps": incident_window_steps,
     }
     try:
         settings = Settings(

@@ -19,14 +19,24 @@ RULE_KINDS: tuple[RuleKind, ...] = (
     "precursor",
 )
 Severity = Literal["info", "warning", "critical"]
-SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")  # in rising order
 ReceiverFormat = Literal["standard", "slack", "alertmanager"]
 RECEIVER_FORMATS: tuple[ReceiverFormat, ...] = ("standard", "slack", "alertmanager")
-AlertState = Literal["firing", "resolved"]
-TransitionKind = Literal["firing", "resolved", "repeat"]
+AlertState = Literal["firing", "resolved", "no_data"]
+"""An alert fires, and ends resolved (its series recovered) or with no data (its series stopped
+reporting while it fired — a NaN or ±Inf is data: it neither resolves nor silences an alert)."""
+TransitionKind = Literal["firing", "resolved", "repeat", "no_data"]
+
+DEFAULT_NO_DATA_S = 900.0
+"""How long a firing alert's series may stay silent before the alert ends as "no data", unless
+the rule's `no_data_s` says otherwise."""
 
 StateKey = tuple[str, str]
 """(rule id, series): the key of one alert state machine."""
+
+DIAGNOSED_METRICS: tuple[str, ...] = ("k3_kl", "ratio_dev_1e4")
+"""Alerts on these metrics (vllm-kl, ratio drift), and collapse-precursor alerts, carry a
+diagnosis in their notifications: what differs from the project's reference run."""
 
 DEFAULT_TRIGGER = "k3_kl"
 """What a collapse-precursor rule watches first, unless its params say otherwise."""
@@ -89,6 +99,16 @@ class Rule:
     def with_changes(self, **changes: Any) -> Rule:
         return replace(self, **changes)
 
+    @property
+    def diagnosed(self) -> bool:
+        """Its alerts' notifications carry a diagnosis (see `DIAGNOSED_METRICS`)."""
+        return self.kind == "precursor" or self.metric in DIAGNOSED_METRICS
+
+    @property
+    def headline_metric(self) -> str:
+        """The metric a view of its alerts shows first: a precursor's trigger, else its own."""
+        return self.trigger if self.kind == "precursor" else self.metric
+
 
 @dataclass(frozen=True)
 class Receiver:
@@ -142,21 +162,74 @@ class Alert:
     resolved_step: int | None = None
     linked_alert_id: str | None = None
     silenced: bool = False
+    incident_id: str | None = None  # the id of its incident's first alert (None: silenced)
 
-    def resolved(self, *, step: int, value: float, at: float) -> Alert:
-        return replace(
-            self, state="resolved", resolved_at=at, resolved_step=step, step=step, value=value
-        )
+    def resolved(self, *, step: int, at: float) -> Alert:
+        """Ended because its series recovered at `step` (its own step and value stay those it
+        fired with)."""
+        return replace(self, state="resolved", resolved_at=at, resolved_step=step)
+
+    def without_data(self, *, step: int, at: float) -> Alert:
+        """Ended because its series stopped reporting; `step` is the last one it reported."""
+        return replace(self, state="no_data", resolved_at=at, resolved_step=step)
+
+    @property
+    def open(self) -> bool:
+        return self.state == "firing"
 
 
 @dataclass(frozen=True)
 class Transition:
-    """Something a person should hear about: an alert firing, resolving, or firing still."""
+    """Something a person should hear about: an alert firing, resolving, firing still, or
+    ending because its series went silent."""
 
     kind: TransitionKind
     step: int
     value: float
     threshold: float | None
+
+
+@dataclass(frozen=True)
+class ConfigDifference:
+    """A parity-relevant setting where a run differs from its project's reference run."""
+
+    key: str
+    value: str
+    reference: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a notification says about why a mismatch alert may have fired: the run's
+    parity-relevant differences from the project's reference run, its lag and weight version at
+    the alert's step (when logged), and a link to the comparison around that step."""
+
+    reference_run: str | None
+    differences: tuple[ConfigDifference, ...] = ()
+    lag: float | None = None
+    weight_version: int | None = None
+    compare_url: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class WouldBeAlert:
+    """An alert a backtest would have raised: what the live alert would have held, and every
+    transition it went through (firing, repeats, and resolved or no data when it ended)."""
+
+    rule_id: str
+    rule_name: str
+    severity: Severity
+    metric: str
+    source: str | None
+    actor: str | None
+    state: AlertState
+    step: int
+    value: float
+    threshold: float | None
+    resolved_step: int | None
+    transitions: tuple[Transition, ...]
 
 
 class Subject(NamedTuple):

@@ -24,6 +24,12 @@ def query_string(state: Mapping[str, object]) -> str:
     return "?" + urlencode(flat) if flat else ""
 
 
+def window(step: int | None, span: int) -> dict[str, int]:
+    """The `step_min`/`step_max` parameters of a view zoomed to `span` steps either side of
+    `step` (none when no step is given)."""
+    return {} if step is None else {"step_min": max(0, step - span), "step_max": step + span}
+
+
 def run_view(
     run_id: str,
     *,
@@ -34,8 +40,7 @@ def run_view(
 ) -> str:
     """The run page (of `project`'s run, run ids being per project), zoomed to `span` steps
     either side of `step` when one is given."""
-    window = {} if step is None else {"step_min": max(0, step - span), "step_max": step + span}
-    state = {"run": run_id, "project": project, "metric": metric, **window}
+    state = {"run": run_id, "project": project, "metric": metric, **window(step, span)}
     return RUN + query_string(state)
 
 
@@ -44,10 +49,14 @@ def compare_view(
     *,
     reference: str | None = None,
     metric: str | None = None,
+    step: int | None = None,
+    span: int = 50,
 ) -> str:
-    """The compare page for `runs` against `reference` (the first run when not given)."""
+    """The compare page for `runs` against `reference` (the first run when not given), zoomed to
+    `span` steps either side of `step` when one is given."""
     ref = reference or (runs[0] if runs else None)
-    return COMPARE + query_string({"runs": list(runs), "ref": ref, "metric": metric})
+    state = {"runs": list(runs), "ref": ref, "metric": metric, **window(step, span)}
+    return COMPARE + query_string(state)
 
 
 def absolute(base_url: str, path: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.domain.alarms import AlertState, ReceiverFormat, RuleKind, Severity
+from server.domain.alarms import AlertState, ReceiverFormat, RuleKind, Severity, TransitionKind
 from server.domain.names import ID_PATTERN, NAME_PATTERN, Source
 
 _FROM_DOMAIN = ConfigDict(from_attributes=True)
@@ -30,6 +30,23 @@ class RuleIn(BaseModel):
         default_factory=dict, description="e.g. threshold, for_steps, window, z"
     )
     enabled: bool = True
+
+
+class RuleDraftIn(RuleIn):
+    """A rule that is not saved, for a backtest: a rule's fields; its project is the run's."""
+
+    project: str | None = Field(default=None, pattern=NAME_PATTERN)  # type: ignore[assignment]
+    name: str = Field(default="draft", min_length=1, max_length=200)
+
+
+class BacktestIn(BaseModel):
+    """Which run to replay, and which rules: saved ones by id and drafts, or (neither given) the
+    project's enabled rules."""
+
+    run: str = Field(pattern=ID_PATTERN)
+    project: str | None = Field(default=None, pattern=NAME_PATTERN)
+    rule_ids: list[str] = Field(default_factory=list, max_length=100)
+    rules: list[RuleDraftIn] = Field(default_factory=list, max_length=100)
 
 
 class RulePatch(BaseModel):
@@ -104,7 +121,8 @@ class SilenceOut(BaseModel):
 
 
 class AlertOut(BaseModel):
-    """One alert: opened when a rule fired on a run's series, resolved when it cleared."""
+    """One alert: opened when a rule fired on a run's series; it ends resolved when the series
+    recovered, or no_data when the series stopped reporting while it fired."""
 
     model_config = _FROM_DOMAIN
 
@@ -126,3 +144,46 @@ class AlertOut(BaseModel):
     resolved_step: int | None
     linked_alert_id: str | None = Field(description="The alert a precursor alert follows")
     silenced: bool
+    incident_id: str | None = Field(
+        default=None,
+        description="The incident it belongs to: the id of the incident's first alert (none for "
+        "a silenced alert)",
+    )
+
+
+class TransitionOut(BaseModel):
+    model_config = _FROM_DOMAIN
+
+    kind: TransitionKind
+    step: int
+    value: float
+    threshold: float | None
+
+
+class WouldBeAlertOut(BaseModel):
+    """An alert a backtest would have raised (rule ids of drafts read `draft-1`, `draft-2`, …)."""
+
+    model_config = _FROM_DOMAIN
+
+    rule_id: str
+    rule_name: str
+    severity: Severity
+    metric: str
+    source: str | None
+    actor: str | None
+    state: AlertState = Field(description="firing: still open when the run's values end")
+    step: int
+    value: float
+    threshold: float | None
+    resolved_step: int | None
+    transitions: list[TransitionOut]
+
+
+class BacktestOut(BaseModel):
+    run: str
+    project: str
+    rules: list[RuleOut]
+    skipped: list[RuleOut] = Field(description="Stalled-run rules: they need a live clock")
+    records: int = Field(description="Step records replayed")
+    alerts: list[WouldBeAlertOut]
+    count: int

@@ -76,6 +76,7 @@ alerts = sa.Table(
     sa.Column("resolved_step", sa.BigInteger, nullable=True),
     sa.Column("linked_alert_id", sa.String(64), nullable=True),
     sa.Column("silenced", sa.Boolean, nullable=False),
+    sa.Column("incident_id", sa.String(64), nullable=True),  # migration 0006
 )
 outbox = sa.Table(
     "alarm_outbox",

@@ -39,6 +39,14 @@ projects = sa.Table(
     sa.Column("created_at", sa.Float(53), nullable=False),
 )
 
+project_references = sa.Table(
+    "project_references",
+    metadata,
+    sa.Column("project", sa.String(128), primary_key=True),
+    sa.Column("run_id", sa.String(128), nullable=False),  # a run id, not the runs table's pk
+    sa.Column("set_at", sa.Float(53), nullable=False),
+)
+
 tokens = sa.Table(
     "tokens",
     metadata,

@@ -28,7 +28,7 @@ def _series(seed: int) -> list[dict[str, float]]:
         noise = 1 + 0.2 * rng.gauss(0, 1)
         steps.append(
             {
-                "k3_kl": (0.05 if 250 <= s < 300 else 1e-3) * noise,
+                "k3_kl": (0.5 if 250 <= s < 300 else 1e-3) * noise,
                 "grad_norm": (50.0 if 270 <= s < 290 else 1.0) * noise,
                 "entropy": (0.1 if 400 <= s < 420 else 1.0) * noise,
                 "ratio_dev_1e4": (80.0 if 350 <= s < 360 else 2.0) * noise,
@@ -81,6 +81,7 @@ def test_batches_fire_what_single_steps_fire(tmp_path: Path) -> None:
     for run in ("r1", "r2"):
         for rule in (
             "vllm-kl spike",
+            "vllm-kl rise",
             "vllm-kl high",
             "collapse precursor",
             "ratio drift",

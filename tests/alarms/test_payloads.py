@@ -53,7 +53,7 @@ def test_alertmanager_body_is_a_list_of_postable_alerts_with_string_labels() -> 
 
 
 def test_alertmanager_body_of_a_resolved_alert_ends_it() -> None:
-    done = alert().resolved(step=260, value=1e-3, at=1_700_000_600.0)
+    done = alert().resolved(step=260, at=1_700_000_600.0)
     (body,) = render("alertmanager", event(done, "resolved", BASE))
     assert datetime.fromisoformat(body["endsAt"]).timestamp() == 1_700_000_600.0
     assert body["annotations"]["state"] == "resolved"

@@ -56,7 +56,7 @@ def test_seed_pattern_spike_at_the_rise_and_precursor_at_the_explosion() -> None
     for s in range(270, 400):
         grad[s] = 50.0
     spike_events = run_series(rule("vllm-kl spike"), {"k3_kl": k3}, steps=400)
-    assert spike_events[0] == ("firing", 250)
+    assert spike_events[0] == ("firing", 251)  # the second step in a row
     precursor = run_series(rule("collapse precursor"), {"k3_kl": k3, "grad_norm": grad}, steps=400)
     assert precursor[0] == ("firing", 270)
     assert rule("collapse precursor").severity == "critical"
@@ -64,7 +64,7 @@ def test_seed_pattern_spike_at_the_rise_and_precursor_at_the_explosion() -> None
 
 def test_healthy_noisy_series_fires_nothing_over_10000_steps() -> None:
     k3 = noisy(10_000, 1e-3, 3)
-    for name in ("vllm-kl spike", "vllm-kl high"):
+    for name in ("vllm-kl spike", "vllm-kl rise", "vllm-kl high"):
         assert run_series(rule(name), {"k3_kl": k3}, steps=10_000) == [], name
 
 
@@ -74,7 +74,7 @@ def test_flat_zero_series_does_not_fire_on_noise() -> None:
 
 
 def test_threshold_needs_consecutive_steps_and_resolves() -> None:
-    values = [1e-3] * 10 + [0.02] * 4 + [1e-3] + [0.02] * 6 + [1e-3] * 5
+    values = [1e-3] * 10 + [0.2] * 4 + [1e-3] + [0.2] * 6 + [1e-3] * 5
     events = run_series(rule("vllm-kl high"), {"k3_kl": values}, steps=len(values))
     assert events == [("firing", 19), ("resolved", 23)]
 

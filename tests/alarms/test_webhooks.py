@@ -87,7 +87,7 @@ def test_signed_retried_once_per_transition_with_resolved_notice(server_factory:
         assert (
             server.post(
                 "/api/v1/ingest",
-                k3_batch("r1", range(20), lambda s: 1e-3 * (1 + 0.01 * (s % 5)), with_run=True),
+                k3_batch("r1", range(40), lambda s: 1e-3 * (1 + 0.01 * (s % 5)), with_run=True),
             ).status_code
             == 200
         )
@@ -96,9 +96,9 @@ def test_signed_retried_once_per_transition_with_resolved_notice(server_factory:
         )
         assert made.status_code == 201, made.text
         # The spike: k3 jumps and stays up, then comes back down.
-        server.post("/api/v1/ingest", k3_batch("r1", range(20, 23), lambda s: 0.05))
+        server.post("/api/v1/ingest", k3_batch("r1", range(40, 43), lambda s: 0.05))
         assert wait_for(lambda: any(p["type"] == "alert.firing" for _, p in receiver.delivered()))
-        server.post("/api/v1/ingest", k3_batch("r1", range(23, 30), lambda s: 1e-3))
+        server.post("/api/v1/ingest", k3_batch("r1", range(43, 50), lambda s: 1e-3))
         assert wait_for(lambda: any(p["type"] == "alert.resolved" for _, p in receiver.delivered()))
         time.sleep(1.5)  # anything duplicated would arrive by now
         delivered = receiver.delivered()
@@ -107,10 +107,10 @@ def test_signed_retried_once_per_transition_with_resolved_notice(server_factory:
         spike = [p for _, p in delivered if p["rule"] == "vllm-kl spike"]
         assert [p["type"] for p in spike] == ["alert.firing", "alert.resolved"]
         first = spike[0]
-        assert first["run"] == "r1" and first["metric"] == "k3_kl" and first["step"] == 20
+        assert first["run"] == "r1" and first["metric"] == "k3_kl" and first["step"] == 41
         assert first["value"] == pytest.approx(0.05) and first["threshold"] is not None
         assert first["severity"] == "warning" and first["source"] == "trainer"
-        assert "/run?run=r1&project=p&metric=k3_kl&step_min=0&step_max=70" in first["url"]
+        assert "/run?run=r1&project=p&metric=k3_kl&step_min=0&step_max=91" in first["url"]
         # The failed attempts carried the same webhook-id as the delivery.
         failed_ids = {h["webhook-id"] for h, _, s in receiver.seen if s == 500}
         assert failed_ids <= set(ids)
@@ -135,7 +135,7 @@ def test_server_killed_with_pending_outbox_delivers_once_after_restart(
 ) -> None:
     port = free_port()
     server = server_factory(tmp_path / "outbox.duckdb", args=LOCAL_RECEIVERS)
-    server.post("/api/v1/ingest", k3_batch("r2", range(20), lambda s: 1e-3, with_run=True))
+    server.post("/api/v1/ingest", k3_batch("r2", range(40), lambda s: 1e-3, with_run=True))
     assert (
         server.post(
             "/api/v1/receivers",
@@ -143,7 +143,7 @@ def test_server_killed_with_pending_outbox_delivers_once_after_restart(
         ).status_code
         == 201
     )
-    server.post("/api/v1/ingest", k3_batch("r2", range(20, 22), lambda s: 0.05))
+    server.post("/api/v1/ingest", k3_batch("r2", range(40, 42), lambda s: 0.05))
     time.sleep(0.5)  # the receiver is down: the message waits in the outbox
     server.kill()
     receiver = Receiver(port=port)

@@ -9,12 +9,12 @@ import plotly.graph_objects as go
 import pytest
 
 from dashboard.analysis import ema, first_divergence, running_mean
-from dashboard.configdiff import diff, flatten
 from dashboard.figures.buckets import buckets_figure, per_bucket
 from dashboard.figures.hardware import hardware_figure
 from dashboard.figures.series import series_figure
 from dashboard.figures.text import safe, sparkline
 from dashboard.urlstate import encode, parse
+from server.domain.parity import diff, flatten
 
 
 def point(

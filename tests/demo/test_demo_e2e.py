@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.configdiff import diff
+from server.domain.parity import diff
 from tests.conftest import ROOT
 from tests.dashboard.chromium import launched
 from tests.dashboard.test_browser import wait_plots

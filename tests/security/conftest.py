@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 
 from server.services.tokens import TokenService
@@ -117,6 +118,13 @@ def _seed(server: ServerProcess, made: dict[str, tuple[str, str]]) -> Deployment
         token=admin,
     )
     assert silence.status_code == 201, silence.text
+    reference = httpx.put(
+        f"{server.url}/api/v1/projects/alpha/reference",
+        json={"run": ALPHA_RUN},
+        headers={"Authorization": f"Bearer {admin}"},
+        timeout=30,
+    )
+    assert reference.status_code == 200, reference.text
     found.ids = {
         "rule_id": rule.json()["id"],
         "receiver_id": receiver.json()["id"],

@@ -46,6 +46,9 @@ ACCESS: dict[tuple[str, str], str] = {
     ("DELETE", "/api/v1/silences/{silence_id}"): "admin",
     ("GET", "/api/v1/alerts"): "read",
     ("POST", "/api/v1/maintenance/retention"): "admin",
+    ("POST", "/api/v1/rules/backtest"): "read",
+    ("GET", "/api/v1/projects/{project}/reference"): "read",
+    ("PUT", "/api/v1/projects/{project}/reference"): "admin",
 }
 TOKENS = (
     None,
@@ -70,6 +73,8 @@ def body_for(method: str, path: str) -> Any:
         ("PATCH", "/api/v1/rules/{rule_id}"): {"enabled": False},
         ("POST", "/api/v1/receivers"): {"project": "alpha", "url": "http://127.0.0.9:9/x"},
         ("POST", "/api/v1/silences"): {"project": "alpha", "until": time.time() + 60},
+        ("POST", "/api/v1/rules/backtest"): {"run": ALPHA_RUN, "project": "alpha"},
+        ("PUT", "/api/v1/projects/{project}/reference"): {"run": ALPHA_RUN},
         ("POST", "/api/v1/maintenance/retention"): {
             "project": "alpha",
             "older_than_s": 1e9,
@@ -136,6 +141,7 @@ def test_each_operation_answers_each_token_as_its_scope_and_project_say(
     for method, path in operations(deployment):
         level = ACCESS[(method, path)]
         target = path
+        target = target.replace("{project}", "alpha")
         for name in ("run_id", "token_id", "rule_id", "receiver_id", "silence_id"):
             if "{" + name + "}" in target:
                 value = fresh(deployment, name) if method != "GET" else deployment.ids[name]

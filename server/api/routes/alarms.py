@@ -14,6 +14,8 @@ from server.api.deps import AdminDep, AlarmsDep, ReaderDep
 from server.domain.alarms import AlertState
 from server.schemas.alarms import (
     AlertOut,
+    BacktestIn,
+    BacktestOut,
     ReceiverIn,
     ReceiverOut,
     ReceiverTestOut,
@@ -22,6 +24,7 @@ from server.schemas.alarms import (
     RulePatch,
     SilenceIn,
     SilenceOut,
+    WouldBeAlertOut,
 )
 from server.schemas.query import ListOut
 
@@ -42,6 +45,29 @@ def list_rules(
 def create_rule(body: RuleIn, alarms: AlarmsDep, principal: AdminDep) -> RuleOut:
     rule = alarms.config.create_rule(**body.model_dump(), projects=principal.readable_projects())
     return RuleOut.model_validate(rule)
+
+
+@router.post("/rules/backtest", response_model=BacktestOut)
+def backtest_rules(body: BacktestIn, alarms: AlarmsDep, principal: ReaderDep) -> BacktestOut:
+    """Replay rules over a stored run and return the alerts they would have raised: nothing is
+    stored, nobody is notified."""
+    result = alarms.backtest.run(
+        run_id=body.run,
+        project=body.project,
+        rule_ids=body.rule_ids,
+        drafts=[draft.model_dump() for draft in body.rules],
+        projects=principal.readable_projects(),
+    )
+    alerts = [WouldBeAlertOut.model_validate(a) for a in result.alerts]
+    return BacktestOut(
+        run=result.run_id,
+        project=result.project,
+        rules=[RuleOut.model_validate(r) for r in result.rules],
+        skipped=[RuleOut.model_validate(r) for r in result.skipped],
+        records=result.records,
+        alerts=alerts,
+        count=len(alerts),
+    )
 
 
 @router.patch("/rules/{rule_id}", response_model=RuleOut)

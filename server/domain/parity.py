@@ -1,7 +1,11 @@
-"""Config diff between runs, parity-relevant keys first, each with why it matters.
+"""What decides training–inference parity, and the config diff between runs built on it:
+parity-relevant keys first, each with a one-line explanation of why it matters.
 
-Configs are nested JSON; keys are flattened to dotted paths (`engine.logprobs_mode`) and matched
-to the parity table by their last component, so any nesting a framework uses is understood.
+One vocabulary for everything that explains a mismatch: the dashboard's compare view shows this
+diff, and alert notifications carry the parity-relevant part of it against the project's
+reference run. Configs are nested JSON; keys are flattened to dotted paths
+(`engine.logprobs_mode`) and matched to the parity table by their last component, so any
+nesting a framework uses is understood.
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ PARITY_KEYS: tuple[tuple[str, str], ...] = (
 )
 _RANK = {name: i for i, (name, _) in enumerate(PARITY_KEYS)}
 _WHY = dict(PARITY_KEYS)
+
+
+def why(key: str) -> str:
+    """The explanation of a (dotted) key, matched by its last component; "" when none."""
+    return _WHY.get(key.rsplit(".", 1)[-1], "")
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
