@@ -98,14 +98,14 @@ def _key(alert: dict[str, Any]) -> tuple[Any, ...]:
 
 @pytest.fixture
 def tokens(tmp_path: Path) -> tuple[str, dict[str, str]]:
-    """A database with tokens (so the server asks for them): an admin, project a's ingest and
+    """A database with tokens (so the server asks for them): a server admin, project a's ingest and
     read tokens, and a read token of project b."""
     db_path = str(tmp_path / "bt.duckdb")
     db = Database(db_path)
     migrate.upgrade(db)
     service = TokenService(db)
     made = {
-        "admin": service.create(project="ops", scope="admin")[1],
+        "admin": service.create(project=None, scope="server-admin")[1],
         "ingest_a": service.create(project="a", scope="ingest")[1],
         "read_a": service.create(project="a", scope="read")[1],
         "read_b": service.create(project="b", scope="read")[1],

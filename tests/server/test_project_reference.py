@@ -38,7 +38,8 @@ def test_reference_run_is_set_by_admins_and_read_by_the_project(
     db = Database(db_path)
     migrate.upgrade(db)
     tokens = TokenService(db)
-    admin = tokens.create(project="ops", scope="admin")[1]
+    admin = tokens.create(project=None, scope="server-admin")[1]
+    admin_b = tokens.create(project="b", scope="admin")[1]
     read_a = tokens.create(project="a", scope="read")[1]
     read_b = tokens.create(project="b", scope="read")[1]
     db.dispose()
@@ -53,6 +54,7 @@ def test_reference_run_is_set_by_admins_and_read_by_the_project(
     put = _put(server, "/api/v1/projects/a/reference", {"run": "v0"}, admin)
     assert put.status_code == 200 and put.json()["run"] == "v0" and put.json()["project"] == "a"
     assert _put(server, "/api/v1/projects/a/reference", {"run": "v1"}, read_a).status_code == 403
+    assert _put(server, "/api/v1/projects/a/reference", {"run": "v1"}, admin_b).status_code == 404
     assert _put(server, "/api/v1/projects/a/reference", {"run": "other"}, admin).status_code == 404
     assert _put(server, "/api/v1/projects/a/reference", {"run": "nope"}, admin).status_code == 404
     assert server.query("/api/v1/projects/a/reference", token=read_a)["run"] == "v0"
