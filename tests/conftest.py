@@ -264,3 +264,24 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "duckdb":
         return str(tmp_path / "monitor.duckdb")
     return fresh_pg_database(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _flask_proxies_resolve_beside_vllm(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A vLLM engine scans every module namespace with `hasattr()` when it starts (its kernel
+    registry). Once a test of this process has built a Dash (Flask) app, Flask's request proxies
+    sit in those namespaces and raise outside a request, so the engine would fail to start only
+    when such a test ran first. For modules with vLLM tests, a request context makes the proxies
+    resolve while they run; elsewhere nothing changes."""
+    uses_vllm = any(
+        item.get_closest_marker("vllm") is not None
+        for item in request.session.items
+        if item.module is request.module
+    )
+    if not uses_vllm or "flask" not in sys.modules:
+        yield
+        return
+    import flask
+
+    with flask.Flask("vllm-tests").test_request_context():
+        yield
