@@ -10,10 +10,10 @@ request without the header sees nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from server.domain.scopes import READER_HEADER
+from server.domain.scopes import READER_HEADER, narrow
 
 NOTHING: list[str] = []
 
@@ -37,15 +37,6 @@ def reader_projects() -> list[str] | None:
     if projects is None:
         return None
     return [str(p) for p in projects] if isinstance(projects, list) else NOTHING
-
-
-def narrow(allowed: list[str] | None, asked: Sequence[str] | None) -> list[str] | None:
-    """The projects both allow: None is "every project"."""
-    if asked is None:
-        return allowed
-    if allowed is None:
-        return list(asked)
-    return [p for p in asked if p in allowed]
 
 
 class Scoped:

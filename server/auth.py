@@ -13,7 +13,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from server.domain.scopes import Scope
+from server.domain.scopes import Scope, narrow
 
 PREFIX = "mm"
 
@@ -59,10 +59,7 @@ class Principal:
     def narrowed(self, project: str | None) -> list[str] | None:
         """`readable_projects`, narrowed to `project` when one is asked for: a project the
         caller cannot see narrows to none (so its runs are as unknown as missing ones)."""
-        readable = self.readable_projects()
-        if project is None:
-            return readable
-        return [project] if readable is None or project in readable else []
+        return narrow(self.readable_projects(), None if project is None else [project])
 
 
 OPEN = Principal(token_id=None, project=None, scope="server-admin")

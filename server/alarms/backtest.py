@@ -18,6 +18,7 @@ from server.alarms.config import check_rule
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Rule, WouldBeAlert
 from server.domain.records import StoredRecord
+from server.domain.scopes import narrow
 from server.errors import NotFound, Rejected
 from server.storage import stored_steps
 
@@ -48,9 +49,7 @@ class Backtester:
         projects: Sequence[str] | None = None,
     ) -> Backtest:
         db = self._store.db
-        scope = projects
-        if project is not None:
-            scope = [project] if projects is None or project in projects else []
+        scope = narrow(projects, None if project is None else [project])
         with db.read() as conn:
             found = stored_steps.find(conn, run_id, metrics=(), projects=scope)
         if found is None:

@@ -29,7 +29,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
 from server.api import errors
-from server.api.middleware import ASGIApp, Receive, Scope, Send
+from server.api.middleware import ASGIApp, Receive, Scope, Send, header
 from server.config import Settings, is_loopback_host
 from server.domain.origins import Origin, host_name, parse_origin, split_host, url_origin
 from server.errors import Forbidden, Misdirected, MonitorError, Unsupported
@@ -95,13 +95,6 @@ class CORS(CORSMiddleware):
         )
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return bytes(value).decode("latin-1")
-    return None
-
-
 async def _refuse(exc: MonitorError, scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008, "reason": exc.message[:120]})
@@ -120,7 +113,7 @@ class HostCheck:
         if self.hosts is None or scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        host = _header(scope, b"host")
+        host = header(scope, b"host")
         split = split_host(host) if host is not None else None
         if host is not None and (split is None or split[0] not in self.hosts):
             shown = host[:100]
@@ -168,8 +161,8 @@ class CrossOriginCheck:
         await self.app(scope, receive, send)
 
     def _cross_origin(self, scope: Scope) -> MonitorError | None:
-        origin_header = _header(scope, b"origin")
-        fetch_site = (_header(scope, b"sec-fetch-site") or "").strip().lower()
+        origin_header = header(scope, b"origin")
+        fetch_site = (header(scope, b"sec-fetch-site") or "").strip().lower()
         method = scope["method"]
         if origin_header is not None:
             origin = parse_origin(origin_header)
@@ -194,7 +187,7 @@ class CrossOriginCheck:
 
         Ports 80 and 443 count as "no port" on both sides: behind a TLS-terminating proxy the
         browser's origin is https while the request reaches us as http, with the same host."""
-        host = _header(scope, b"host")
+        host = header(scope, b"host")
         split = split_host(host) if host is not None else None
         if split is None:
             return False
@@ -205,14 +198,14 @@ class CrossOriginCheck:
     def _not_json(self, scope: Scope) -> MonitorError | None:
         if not scope["path"].startswith(self.json_paths):
             return None
-        length = _header(scope, b"content-length")
-        has_body = _header(scope, b"transfer-encoding") is not None or (
+        length = header(scope, b"content-length")
+        has_body = header(scope, b"transfer-encoding") is not None or (
             length is not None and length.strip() not in ("", "0")
         )
         if not has_body:
             return None
-        encoding = (_header(scope, b"content-encoding") or "").strip().lower()
-        media = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
+        encoding = (header(scope, b"content-encoding") or "").strip().lower()
+        media = (header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
         if media == JSON_TYPE or encoding == "gzip":
             return None
         shown = media or "none"

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 from urllib.parse import quote
 
 import anyio
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from server.api import errors
+from server.api.middleware import ASGIApp, Receive, Scope, Send, header
 from server.domain.scopes import READER_HEADER
+from server.errors import Unauthorized
 from server.services.sessions import COOKIE, Sessions, cookie_value
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = frozenset(
     {"/login", "/logout", "/healthz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc"}
@@ -36,6 +33,12 @@ OPEN_PATHS = frozenset(
 )
 """Paths that answer without a session: sign-in itself, liveness, the API's own documentation
 (no data in it) and /metrics (which checks a token itself)."""
+
+
+RELOAD_PAGE = (
+    '<!doctype html><meta http-equiv="refresh" content="0"><title>Mismatch Monitor</title>'
+)
+"""What a navigation from another site gets: a same-site reload, which carries the cookie."""
 
 
 class DashboardGate:
@@ -56,62 +59,34 @@ class DashboardGate:
         if path.startswith("/api/") or path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        cookie = cookie_value(_header(headers, b"cookie"), COOKIE)
+        cookie = cookie_value(header(scope, b"cookie"), COOKIE)
         principal = await anyio.to_thread.run_sync(self.sessions.principal, cookie)
         if principal is None:
-            await _refuse(scope, headers, send)
+            await _refuse(scope, receive, send)
             return
         granted = json.dumps({"projects": principal.readable_projects()}).encode()
         scope["headers"] = [*headers, (reader, granted)]
         await self.app(scope, receive, send)
 
 
-async def _refuse(scope: Scope, headers: list[tuple[bytes, bytes]], send: Send) -> None:
+async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
     """A page navigation goes to sign-in (through a same-site reload when it came from another
     site); anything else, a callback or an asset, gets a 401 without data."""
     navigation = scope["method"] == "GET" and (
-        _header(headers, b"sec-fetch-mode") == "navigate"
-        or "text/html" in (_header(headers, b"accept") or "")
+        header(scope, b"sec-fetch-mode") == "navigate"
+        or "text/html" in (header(scope, b"accept") or "")
     )
+    response: Response
     if not navigation:
-        body = b'{"detail":"sign in first: open /login in the browser"}'
-        await _send(send, 401, body, "application/json")
-        return
-    target = scope["path"] + (
-        f"?{scope['query_string'].decode('latin-1')}" if scope.get("query_string") else ""
-    )
-    if _header(headers, b"sec-fetch-site") == "cross-site":
-        page = (
-            '<!doctype html><meta http-equiv="refresh" content="0"><title>Mismatch Monitor</title>'
-        )
-        await _send(send, 200, page.encode(), "text/html; charset=utf-8")
-        return
-    location = "/login?next=" + quote(target, safe="")
-    await _send(send, 303, b"", "text/plain", [(b"location", location.encode("latin-1"))])
-
-
-async def _send(
-    send: Send,
-    status: int,
-    body: bytes,
-    content_type: str,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    headers = [
-        (b"content-type", content_type.encode()),
-        (b"content-length", str(len(body)).encode()),
-        (b"cache-control", b"no-store"),
-        *(extra or []),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    for key, value in headers:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
+        response = errors.response(Unauthorized("sign in first: open /login in the browser"))
+    elif header(scope, b"sec-fetch-site") == "cross-site":
+        response = HTMLResponse(RELOAD_PAGE)
+    else:
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = scope["path"] + (f"?{query}" if query else "")
+        response = RedirectResponse("/login?next=" + quote(target, safe=""), status_code=303)
+    response.headers["cache-control"] = "no-store"
+    await response(scope, receive, send)
 
 
 def safe_next(target: str | None) -> str:

@@ -26,6 +26,15 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of request header `name` (lower case), decoded as HTTP says: Latin-1."""
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
 _PIECE = 1 << 20  # gzip is decoded (and reserved) this much at a time
 RETRY_AFTER_S = 1.0
 

@@ -7,6 +7,7 @@ database, never over HTTP.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 Scope = Literal["ingest", "read", "admin", "server-admin"]
@@ -18,3 +19,12 @@ READER_HEADER = "x-mismatch-reader"
 """Set by the server's sign-in gate on every dashboard request (and stripped from what clients
 send): JSON `{"projects": null | [names]}`, the projects the signed-in reader may see. The
 dashboard reads it and shows nothing when it is missing."""
+
+
+def narrow(allowed: Sequence[str] | None, asked: Sequence[str] | None) -> list[str] | None:
+    """The projects both allow (None is "every project"): what a caller may see, narrowed to
+    what a request asks for. A project the caller cannot see narrows to none, so its runs are
+    as unknown as missing ones."""
+    if asked is None:
+        return None if allowed is None else list(allowed)
+    return [p for p in asked if allowed is None or p in allowed]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from server.storage import sql
+from server.storage import downsampling, sql
 from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.storage")
@@ -127,25 +127,7 @@ def _move_points(conn: Connection, dialect: str, chunk: int) -> int:
     return moved
 
 
-ROLLUP_COLUMNS = (
-    "metric_id",
-    "series_id",
-    "level",
-    "block",
-    "step_lo",
-    "step_hi",
-    "vmin",
-    "vmax",
-    "vsum",
-    "finite",
-    "total",
-    "last_step",
-    "last_value",
-    "last_time",
-    "nan",
-    "pos_inf",
-    "neg_inf",
-)
+ROLLUP_COLUMNS = ("metric_id", "series_id", "level", "block", *downsampling.FIELDS)
 
 
 def _rollup_select(dialect: str, level: int) -> str:
