@@ -25,3 +25,17 @@ RunStatus = Literal["live", "idle", "finished", "failed"]
 
 RunSort = Literal["activity", "created", "name", "k3", "alarms"]
 RUN_SORTS: tuple[RunSort, ...] = ("activity", "created", "name", "k3", "alarms")
+
+RunKind = Literal["training", "parity"]
+"""What a run is: a training run, or a parity report (a fixed prompt set sampled by the engine
+and recomputed by the trainer before any training; `mismatch parity`)."""
+RUN_KINDS: tuple[RunKind, ...] = ("training", "parity")
+DEFAULT_RUN_KIND: RunKind = "training"
+
+ExemplarKind = Literal["top", "uniform"]
+"""Which tokens of a step an exemplar stands for: `top`, the largest |log-ratio| of the step;
+`uniform`, a uniform sample of the step's tokens (an unbiased picture beside the worst ones)."""
+EXEMPLAR_KINDS: tuple[ExemplarKind, ...] = ("top", "uniform")
+
+MAX_EXEMPLARS_PER_RECORD = 1024
+"""The most token exemplars one record may carry: what keeps per-token data bounded."""

@@ -34,6 +34,21 @@ class BucketTable:
 
 
 @dataclass(frozen=True, slots=True)
+class Exemplar:
+    """One token of a step kept as evidence (a `top` or a `uniform` one): its logprobs on both
+    sides and where it sits. d = trainer_logprob - rollout_logprob."""
+
+    kind: str
+    seq: int
+    pos: int
+    rollout_logprob: float
+    trainer_logprob: float
+    token_id: int | None = None
+    token: str | None = None
+    context: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """One step's summary from one actor. `time` None means "when it arrived"."""
 
@@ -46,6 +61,7 @@ class Record:
     weight_version: int | None
     metrics: Mapping[str, float]
     buckets: Sequence[BucketTable] = ()
+    exemplars: Sequence[Exemplar] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +76,7 @@ class RunUpsert:
     labels: Mapping[str, str] | None = None
     config: Mapping[str, Any] | None = None
     status: str | None = None
+    kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

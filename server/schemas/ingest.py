@@ -12,7 +12,16 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from server.domain.names import ID_PATTERN, NAME_PATTERN, Basis, RunState, Source
+from server.domain.names import (
+    ID_PATTERN,
+    MAX_EXEMPLARS_PER_RECORD,
+    NAME_PATTERN,
+    Basis,
+    ExemplarKind,
+    RunKind,
+    RunState,
+    Source,
+)
 
 MetricValue = Annotated[
     float, Field(description='float64; NaN/±Inf as JSON tokens or as "nan", "inf", "-inf"')
@@ -58,6 +67,11 @@ class RunIn(_Strict):
     labels: dict[str, Annotated[str, Field(max_length=200)]] | None = None
     config: dict[str, Any] | None = None
     status: RunState | None = None
+    kind: RunKind | None = Field(
+        default=None,
+        description="'training' (the default on creation) or 'parity': a parity report, whose "
+        "config carries the effective engine config under `engine`",
+    )
 
     @field_validator("labels")
     @classmethod
@@ -99,6 +113,24 @@ class BucketTableIn(_Strict):
         return self
 
 
+class ExemplarIn(_Strict):
+    """One token of a step, kept as evidence: its rollout and trainer logprobs and where it sits.
+    The log-ratio is d = trainer_logprob - rollout_logprob (METRICS.md)."""
+
+    kind: ExemplarKind = Field(
+        description="top: largest |log-ratio| of the step; uniform: a uniform sample of its tokens"
+    )
+    seq: int = Field(ge=0, le=2**31 - 1, description="Sequence index within the step")
+    pos: int = Field(ge=0, le=2**31 - 1, description="Position within the response")
+    rollout_logprob: MetricValue
+    trainer_logprob: MetricValue
+    token_id: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    token: str | None = Field(default=None, max_length=100, description="The decoded token")
+    context: str | None = Field(
+        default=None, max_length=400, description="The decoded text just before the token"
+    )
+
+
 class RecordIn(_Strict):
     """One step's summary from one actor. Keyed by (run_id, source, actor, step) and metric name:
     a value whose key is already stored changes nothing, so a re-sent batch is harmless."""
@@ -114,6 +146,12 @@ class RecordIn(_Strict):
     weight_version: int | None = Field(default=None, ge=0, le=2**53)
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
     buckets: list[BucketTableIn] | None = Field(default=None, max_length=4)
+    exemplars: list[ExemplarIn] | None = Field(
+        default=None,
+        max_length=MAX_EXEMPLARS_PER_RECORD,
+        description="Token exemplars of the step (opt-in); keyed by (kind, seq, pos), so a "
+        "re-sent one changes nothing",
+    )
 
     @field_validator("metrics")
     @classmethod

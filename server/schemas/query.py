@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.domain.names import RunStatus
+from server.domain.names import DEFAULT_RUN_KIND, ExemplarKind, RunKind, RunStatus, Source
 
 T = TypeVar("T")
 
@@ -46,6 +46,9 @@ class RunSummaryOut(Out):
     firing_alerts: int = Field(default=0, description="Alerts of the run firing now")
     raw_dropped: bool = Field(
         default=False, description="Retention dropped the run's raw values; rollups remain"
+    )
+    kind: RunKind = Field(
+        default=DEFAULT_RUN_KIND, description="training, or parity (a `mismatch parity` report)"
     )
 
 
@@ -183,3 +186,19 @@ class HardwareOut(Out):
     p95: float | None
     max: float | None
     mean: float | None
+
+
+class ExemplarOut(Out):
+    """One token exemplar of a step. d = trainer_logprob - rollout_logprob; NaN/±Inf are data."""
+
+    step: int
+    source: Source
+    actor: str
+    kind: ExemplarKind
+    seq: int
+    pos: int
+    rollout_logprob: float
+    trainer_logprob: float
+    token_id: int | None = None
+    token: str | None = None
+    context: str | None = None

@@ -25,6 +25,7 @@ from server.domain.records import (
     Annotation,
     BatchWrite,
     BucketTable,
+    Exemplar,
     Record,
     RunUpsert,
     WriteResult,
@@ -173,6 +174,7 @@ def _run(run: RunIn) -> RunUpsert:
         labels=run.labels,
         config=run.config,
         status=run.status,
+        kind=run.kind,
     )
 
 
@@ -193,6 +195,21 @@ def _record(rec: RecordIn) -> Record:
         rec.weight_version,
         rec.metrics,
         buckets,
+        [
+            Exemplar(
+                e.kind,
+                e.seq,
+                e.pos,
+                e.rollout_logprob,
+                e.trainer_logprob,
+                e.token_id,
+                e.token,
+                e.context,
+            )
+            for e in rec.exemplars
+        ]
+        if rec.exemplars
+        else (),
     )
 
 

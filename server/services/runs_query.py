@@ -15,18 +15,19 @@ from sqlalchemy.engine import Connection
 
 from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
 from server.domain.metrics import HEADLINE, LATEST
-from server.domain.names import RunStatus
+from server.domain.names import ExemplarKind, RunKind, RunStatus
 from server.errors import Conflict, NotFound, Rejected
 from server.schemas.query import (
     ActorOut,
     AnnotationOut,
+    ExemplarOut,
     MetricOut,
     RunConfigOut,
     RunDetailOut,
     RunPageOut,
     RunSummaryOut,
 )
-from server.storage import notes, run_pages, runs, series, trends
+from server.storage import exemplars, notes, run_pages, runs, series, trends
 from server.storage.db import Database
 from server.storage.run_pages import Cursor, RunFilter, Sort
 
@@ -53,10 +54,11 @@ class RunQueries:
         descending: bool = True,
         cursor: str | None = None,
         limit: int = 50,
+        kind: RunKind | None = None,
         projects: Sequence[str] | None = None,
     ) -> RunPageOut:
         """One page of runs, filtered and sorted in the database; `cursor` continues a paging."""
-        filters = RunFilter(project, projects, _label_filter(label), tag, text)
+        filters = RunFilter(project, projects, _label_filter(label), tag, text, kind)
         after = Cursor.decode(cursor) if cursor else None
         with self._db.read() as conn:
             page = run_pages.page(
@@ -98,11 +100,18 @@ class RunQueries:
         tag: str | None = None,
         text: str | None = None,
         limit: int = 500,
+        kind: RunKind | None = None,
         projects: Sequence[str] | None = None,
     ) -> list[RunSummaryOut]:
         """The most recently active runs (the first page, for pickers and exports)."""
         return self.runs_page(
-            project=project, label=label, tag=tag, text=text, limit=limit, projects=projects
+            project=project,
+            label=label,
+            tag=tag,
+            text=text,
+            limit=limit,
+            kind=kind,
+            projects=projects,
         ).data
 
     def trends(
@@ -167,6 +176,25 @@ class RunQueries:
             out.points += int(r.points)
         return list(merged.values())
 
+    def exemplars(
+        self,
+        run_id: str,
+        *,
+        step_min: int | None = None,
+        step_max: int | None = None,
+        kind: ExemplarKind | None = None,
+        limit: int = 1000,
+        projects: Sequence[str] | None = None,
+    ) -> list[ExemplarOut]:
+        """The run's token exemplars over a step range, largest |d| first (non-finite first)."""
+        if step_min is not None and step_max is not None and step_min > step_max:
+            raise Rejected(f"step_min ({step_min}) is after step_max ({step_max})")
+        wanted = exemplars.ExemplarFilter(step_min, step_max, kind, limit)
+        with self._db.read() as conn:
+            row = self._run(conn, run_id, projects)
+            found = exemplars.read(conn, row.pk, wanted)
+        return [ExemplarOut.model_validate(r._mapping) for r in found]
+
     def last_step(self, run_id: str, *, projects: Sequence[str] | None = None) -> int | None:
         """The run's last step: what a live view checks before it asks for anything else."""
         with self._db.read() as conn:
@@ -212,6 +240,7 @@ class RunQueries:
                 latest=latest.get(row.pk, {}),
                 firing_alerts=firing.get((row.project, row.id), 0),
                 raw_dropped=row.raw_dropped_at is not None,
+                kind=row.kind,
             )
             for row in rows
         ]

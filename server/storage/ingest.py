@@ -22,13 +22,14 @@ from sqlalchemy.engine import Connection
 from server.domain.records import (
     BatchWrite,
     BucketTable,
+    Exemplar,
     Record,
     RecordKey,
     StoredRecord,
     WriteResult,
 )
 from server.errors import Conflict, NotFound
-from server.storage import appends, heads, notes, runs
+from server.storage import appends, exemplars, heads, notes, runs
 from server.storage.db import Database
 
 MergeKey = tuple[str, str, str, int]  # (run id, source, actor, step)
@@ -47,6 +48,7 @@ class _Merged:
     weight_version: int | None
     metrics: dict[str, float]
     buckets: list[BucketTable]
+    exemplars: list[Exemplar]
 
 
 @dataclass(slots=True)
@@ -185,11 +187,13 @@ def _merge(records: Sequence[Record], now: float) -> dict[MergeKey, _Merged]:
                 rec.weight_version,
                 dict(rec.metrics),
                 list(rec.buckets),
+                list(rec.exemplars),
             )
             continue
         for name, value in rec.metrics.items():
             seen.metrics.setdefault(name, value)
         seen.buckets.extend(rec.buckets)
+        seen.exemplars.extend(rec.exemplars)
         seen.gpu = seen.gpu or rec.gpu
         if seen.weight_version is None:
             seen.weight_version = rec.weight_version
@@ -236,8 +240,9 @@ def _write_records(
     stored_buckets = (
         appends.stored_bucket_keys(conn, [key for key, m in old if m.buckets]) if old else set()
     )
+    gained = _write_exemplars(conn, keyed)
     columns = _Columns()
-    for part, batch_refs, result in zip(keyed, refs, results, strict=True):
+    for index, (part, batch_refs, result) in enumerate(zip(keyed, refs, results, strict=True)):
         before = len(columns.values)
         for key, m in part:
             is_new = key in new_keys and owners[key] is m
@@ -251,7 +256,7 @@ def _write_records(
                 is_new=is_new,
                 track=key in shared,
             )
-            if is_new or fresh or added_buckets:
+            if is_new or fresh or added_buckets or (index, key) in gained:
                 result.accepted += 1
             else:
                 result.duplicates += 1
@@ -273,6 +278,26 @@ def _write_records(
                 )
         result.values = len(columns.values) - before
     _append(conn, db, columns)
+
+
+def _write_exemplars(
+    conn: Connection, keyed: list[list[tuple[RecordKey, _Merged]]]
+) -> set[tuple[int, RecordKey]]:
+    """Store the group's token exemplars; return (batch index, record key) of the records that
+    added one, each credited to the first batch of the group that sent it. Most records carry
+    none: then this reads nothing and writes nothing."""
+    sent = [(i, key, m) for i, part in enumerate(keyed) for key, m in part if m.exemplars]
+    if not sent:
+        return set()
+    gained = exemplars.write(
+        conn, [row for _, key, m in sent for row in exemplars.rows_of(key, m.exemplars)]
+    )
+    credited: set[tuple[int, RecordKey]] = set()
+    for i, key, _ in sent:
+        if key in gained:
+            credited.add((i, key))
+            gained.discard(key)
+    return credited
 
 
 def _append(conn: Connection, db: Database, c: _Columns) -> None:

@@ -1,9 +1,10 @@
 """Retention: the raw values of runs that ended long ago go; what draws them stays.
 
 A run is past the horizon when its last activity is older than it (a run that has not reported
-for that long is over, whatever status it last claimed). Its raw values and raw bucket rows are
-deleted; its rollups, bucket block sums, heads, step records, annotations and alerts stay, so
-its charts, overlays and post-mortems still draw — from rollups, which a series read then says.
+for that long is over, whatever status it last claimed). Its raw values, raw bucket rows and
+token exemplars (raw per-token data) are deleted; its rollups, bucket block sums, heads, step
+records, annotations and alerts stay, so its charts, overlays and post-mortems still draw —
+from rollups, which a series read then says.
 Each run is dropped in its own transaction: a long retention never holds ingest up for long.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from server.storage import compaction
+from server.storage import compaction, exemplars
 from server.storage import tables as t
 from server.storage.db import Database
 
@@ -27,6 +28,7 @@ class RetentionResult:
     runs: list[str] = field(default_factory=list)
     values: int = 0
     bucket_rows: int = 0
+    exemplars: int = 0
     bytes_before: int | None = None
     bytes_after: int | None = None
 
@@ -62,9 +64,10 @@ def drop_raw(
     runs = due(db, older_than_s=older_than_s, project=project, now=now)
     for done, (pk, run_id) in enumerate(runs, start=1):
         if not dry_run:
-            values, buckets = _drop_run(db, pk, now)
+            values, buckets, tokens = _drop_run(db, pk, now)
             result.values += values
             result.bucket_rows += buckets
+            result.exemplars += tokens
         result.runs.append(run_id)
         if progress is not None:
             progress(done, len(runs))
@@ -74,7 +77,7 @@ def drop_raw(
     return result
 
 
-def _drop_run(db: Database, run_pk: int, now: float) -> tuple[int, int]:
+def _drop_run(db: Database, run_pk: int, now: float) -> tuple[int, int, int]:
     s = t.series.c
     with db.write() as conn:
         sids = [r.id for r in conn.execute(sa.select(s.id).where(s.run_pk == run_pk))]
@@ -86,11 +89,12 @@ def _drop_run(db: Database, run_pk: int, now: float) -> tuple[int, int]:
         buckets = conn.execute(
             sa.delete(t.bucket_rows).where(t.bucket_rows.c.run_pk == run_pk)
         ).rowcount
+        tokens = exemplars.delete_run(conn, run_pk)
         conn.execute(
             sa.update(t.series).where(s.run_pk == run_pk).values(raw_dropped_until=s.last_step)
         )
         conn.execute(sa.update(t.runs).where(t.runs.c.pk == run_pk).values(raw_dropped_at=now))
-    return int(values or 0), int(buckets or 0)
+    return int(values or 0), int(buckets or 0), tokens
 
 
 def disk_bytes(db: Database) -> int | None:

@@ -38,6 +38,7 @@ class RunFilter:
     label: LabelFilter | None = None
     tag: str | None = None
     text: str | None = None
+    kind: str | None = None  # "training" or "parity"; None: every kind
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ def _where(dialect: str, f: RunFilter) -> list[ColumnElement[bool]]:
             where.append(sql.json_text_at(dialect, r.labels, f.label.key) == f.label.value)
     if f.tag is not None:
         where.append(sql.json_array_has(dialect, r.tags, f.tag))
+    if f.kind is not None:
+        where.append(r.kind == f.kind)
     if f.text:
         pattern = sql.like_pattern(f.text.lower())
         where.append(

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
+from server.domain.names import DEFAULT_RUN_KIND
 from server.domain.records import RunUpsert
 from server.storage import sql
 from server.storage import tables as t
@@ -33,6 +34,7 @@ RUN_COLUMNS = (
     t.runs.c.last_seen,
     t.runs.c.last_step,
     t.runs.c.raw_dropped_at,
+    t.runs.c.kind,
 )
 """What a run summary needs; the config (often the largest column) is read only on demand."""
 
@@ -80,6 +82,8 @@ def upsert(
         updates["labels"] = json.dumps(dict(run.labels))
     if run.status is not None:
         updates["status"] = run.status
+    if run.kind is not None:
+        updates["kind"] = run.kind
     if run.config:
         stored = conn.execute(
             sa.select(t.runs.c.config).where(t.runs.c.pk == existing.pk)
@@ -100,6 +104,7 @@ def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRe
         "labels": json.dumps(dict(run.labels or {})),
         "config": dumps(run.config or {}),
         "status": run.status or "running",
+        "kind": run.kind or DEFAULT_RUN_KIND,
         "created_at": now,
         "last_seen": now,
     }

@@ -77,6 +77,7 @@ runs = sa.Table(
     sa.Column("last_seen", sa.Float(53), nullable=True),
     sa.Column("last_step", sa.BigInteger, nullable=True),
     sa.Column("raw_dropped_at", sa.Float(53), nullable=True),  # retention dropped raw values
+    sa.Column("kind", sa.String(16), nullable=False, server_default="training"),  # or "parity"
     sa.UniqueConstraint("project", "id", name="uq_runs_project_id"),  # run ids per project
 )
 sa.Index("ix_runs_project", runs.c.project)
@@ -252,6 +253,25 @@ run_annotations = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
 )
 sa.Index("ix_annotations_run", run_annotations.c.run_pk)
+
+exemplars = sa.Table(
+    "exemplars",
+    metadata,
+    sa.Column("run_pk", sa.BigInteger, primary_key=True),
+    sa.Column("step", sa.BigInteger, primary_key=True),
+    sa.Column("source", sa.String(16), primary_key=True),
+    sa.Column("actor", sa.String(128), primary_key=True),
+    sa.Column("kind", sa.String(16), primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True),
+    sa.Column("pos", sa.BigInteger, primary_key=True),
+    sa.Column("rollout_logprob", sa.Float(53), nullable=False),
+    sa.Column("trainer_logprob", sa.Float(53), nullable=False),
+    sa.Column("token_id", sa.BigInteger, nullable=True),
+    sa.Column("token", sa.String(100), nullable=True),
+    sa.Column("context", sa.String(400), nullable=True),
+)
+"""Token exemplars: at most a bounded number per step record (the schema's limit), opt-in, so
+the table stays small enough for a primary key, which is what makes a re-sent one a no-op."""
 
 server_secrets = sa.Table(
     "server_secrets",

@@ -29,6 +29,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/series"): "read",
     ("GET", "/api/v1/runs/{run_id}/buckets"): "read",
     ("GET", "/api/v1/runs/{run_id}/bucket-steps"): "read",
+    ("GET", "/api/v1/runs/{run_id}/exemplars"): "read",
     ("GET", "/api/v1/hardware"): "read",
     ("POST", "/api/v1/tokens"): "admin",
     ("GET", "/api/v1/tokens"): "admin",

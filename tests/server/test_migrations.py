@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import sqlalchemy as sa
 
@@ -86,5 +88,41 @@ def test_run_ids_become_per_project_keeping_every_run_and_note(db_url: str) -> N
             )
         with pytest.raises(RuntimeError, match="grpo-v1"):
             migrate.downgrade(db, "0003")
+    finally:
+        db.dispose()
+
+
+def test_runs_stored_before_parity_reports_become_training_runs(db_url: str) -> None:
+    """0007: existing runs are training runs, exemplars get a table; going back keeps the runs."""
+    db = Database(db_url)
+    try:
+        migrate.upgrade(db, "0006")
+        insert_run = sa.text(
+            "INSERT INTO runs (id, project, name, created_at) VALUES (:id, 'a', :id, 1.0)"
+        )
+        with db.write() as conn:
+            conn.execute(insert_run, {"id": "old"})
+        migrate.upgrade(db)
+        with db.write() as conn:
+            assert conn.execute(sa.text("SELECT kind FROM runs")).scalars().all() == ["training"]
+            conn.execute(insert_run, {"id": "new"})
+            conn.execute(sa.text("UPDATE runs SET kind = 'parity' WHERE id = 'new'"))
+            conn.execute(
+                sa.text(
+                    "INSERT INTO exemplars (run_pk, step, source, actor, kind, seq, pos, "
+                    "rollout_logprob, trainer_logprob) VALUES (1, 0, 'trainer', '0', 'top', 0, "
+                    "0, -1.0, 'NaN')"
+                )
+            )
+            stored = conn.execute(sa.text("SELECT trainer_logprob FROM exemplars")).scalar()
+            assert math.isnan(stored)
+        migrate.downgrade(db, "0006")
+        with db.read() as conn:
+            names = set(sa.inspect(conn).get_table_names())
+            assert "exemplars" not in names
+            ids = conn.execute(sa.text("SELECT id FROM runs ORDER BY id")).scalars().all()
+            assert ids == ["new", "old"]
+            columns = set(conn.execute(sa.text("SELECT * FROM runs LIMIT 0")).keys())
+            assert "kind" not in columns
     finally:
         db.dispose()

@@ -9,11 +9,13 @@ from starlette.responses import Response
 
 from server.api.deps import QueryDep, ReaderDep, ScopeDep
 from server.api.responses import model_response
+from server.domain.names import ExemplarKind, RunKind
 from server.domain.names import RunSort as Sort
 from server.errors import Rejected
 from server.schemas.query import (
     BucketRowOut,
     BucketStepOut,
+    ExemplarOut,
     HardwareOut,
     ListOut,
     MetricOut,
@@ -69,6 +71,9 @@ def list_runs(
         str | None, Query(max_length=1000, description="`next_cursor` of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 50,
+    kind: Annotated[
+        RunKind | None, Query(description="training or parity (parity reports only)")
+    ] = None,
 ) -> Response:
     """A page of runs, most recently active first unless sorted otherwise; `next_cursor`
     continues in the same order (runs that arrive meanwhile do not shift the pages)."""
@@ -81,6 +86,7 @@ def list_runs(
         descending=order == "desc",
         cursor=cursor,
         limit=limit,
+        kind=kind,
         projects=principal.readable_projects(),
     )
     return model_response(page)
@@ -206,6 +212,27 @@ def get_buckets(
         group_by=group_by,
         basis=basis,
         projects=scope,
+    )
+    return model_response(ListOut(data=data, count=len(data)))
+
+
+@router.get("/runs/{run_id}/exemplars", response_model=ListOut[ExemplarOut])
+def get_exemplars(
+    run_id: str,
+    query: QueryDep,
+    scope: ScopeDep,
+    step_min: StepMin = None,
+    step_max: StepMax = None,
+    kind: Annotated[
+        ExemplarKind | None,
+        Query(description="top (largest |log-ratio| of each step) or uniform (a sample)"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+) -> Response:
+    """The run's token exemplars over a step range, largest |d| = |trainer - rollout logprob|
+    first (NaN and ±Inf first of all): the worst tokens, with their position and context."""
+    data = query.exemplars(
+        run_id, step_min=step_min, step_max=step_max, kind=kind, limit=limit, projects=scope
     )
     return model_response(ListOut(data=data, count=len(data)))
 
