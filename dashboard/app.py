@@ -8,7 +8,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
-from dashboard.pages import buckets, compare, hardware, run, runs
+from dashboard.pages import buckets, compare, hardware, parity, run, runs
 from dashboard.query import QueryLike
 from dashboard.urlstate import parse
 from server.domain import urls
@@ -19,6 +19,7 @@ PAGES = {
     urls.COMPARE: compare,
     urls.BUCKETS: buckets,
     urls.HARDWARE: hardware,
+    urls.PARITY: parity,
 }
 
 
@@ -53,6 +54,7 @@ def create_dash(
                             ("Compare", urls.COMPARE),
                             ("Buckets", urls.BUCKETS),
                             ("Hardware", urls.HARDWARE),
+                            ("Parity", urls.PARITY),
                         )
                     ],
                     html.Form(

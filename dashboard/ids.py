@@ -64,3 +64,21 @@ HW_PROJECT = "hardware-project"
 HW_GRAPH = "hardware-graph"
 HW_BUCKETS = "hardware-buckets"
 HW_TABLE = "hardware-table"
+
+# Parity page
+PAR_RUNS = "parity-runs"
+PAR_PHASE = "parity-phase"
+PAR_DIFF = "parity-config-diff"
+PAR_CONFIG = "parity-config"
+PAR_METRICS = "parity-metrics"
+PAR_SCATTER = "parity-scatter"
+PAR_BUCKETS = "parity-buckets"
+PAR_WORST = "parity-worst"
+
+# Run page: token exemplars (shown when the run logged them)
+RUN_EXEMPLARS = "run-exemplars"
+RUN_EX_STEP_MIN = "run-exemplars-step-min"
+RUN_EX_STEP_MAX = "run-exemplars-step-max"
+RUN_EX_SCATTER = "run-exemplars-scatter"
+RUN_EX_TABLE = "run-exemplars-table"
+RUN_EX_RUN = "run-exemplars-run"

@@ -19,6 +19,7 @@ class QueryLike(Protocol):
         tag: str | None = ...,
         text: str | None = ...,
         limit: int = ...,
+        kind: Any = ...,
     ) -> list[Any]: ...
 
     def runs_page(
@@ -75,6 +76,17 @@ class QueryLike(Protocol):
         max_points: int = ...,
         projects: Sequence[str] | None = ...,
     ) -> dict[str, Any]: ...
+
+    def exemplars(
+        self,
+        run_id: str,
+        *,
+        step_min: int | None = ...,
+        step_max: int | None = ...,
+        kind: Any = ...,
+        limit: int = ...,
+        projects: Sequence[str] | None = ...,
+    ) -> list[Any]: ...
 
     def last_step(self, run_id: str, *, projects: Sequence[str] | None = ...) -> int | None: ...
 

@@ -20,7 +20,7 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 from dashboard import ids
 from dashboard.figures.series import series_figure
 from dashboard.figures.text import ROLLUPS_ONLY
-from dashboard.pages import run_data
+from dashboard.pages import run_data, run_exemplars
 from dashboard.pages.run_data import groups_for
 from dashboard.query import AlertsLike, QueryLike
 from dashboard.urlstate import as_float, as_int, as_list, encode
@@ -76,6 +76,9 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
                 disabled=detail.status not in ("live", "idle"),
             ),
             html.Div(id=ids.RUN_PANELS),
+            run_exemplars.section(
+                query, run_id, project=project, step_min=view.step_min, step_max=view.step_max
+            ),
             html.H4("Annotations"),
             html.Ul(
                 [
@@ -154,6 +157,7 @@ def _controls(params: dict[str, str], names: list[str]) -> Any:
 
 
 def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **_: Any) -> None:
+    run_exemplars.register(app, query)
     # Zooms are filtered in the browser: a panel's resizes fire relayouts too, and a server
     # call for one would supersede (and so lose) the call for the zoom before it.
     app.clientside_callback(

@@ -12,6 +12,7 @@ RUN = "/run"
 COMPARE = "/compare"
 BUCKETS = "/buckets"
 HARDWARE = "/hardware"
+PARITY = "/parity"
 
 
 def query_string(state: Mapping[str, object]) -> str:
@@ -57,6 +58,11 @@ def compare_view(
     ref = reference or (runs[0] if runs else None)
     state = {"runs": list(runs), "ref": ref, "metric": metric, **window(step, span)}
     return COMPARE + query_string(state)
+
+
+def parity_view(reports: Sequence[str], *, step: int | None = None) -> str:
+    """The parity page with `reports` (parity-report run ids) overlaid, at phase `step`."""
+    return PARITY + query_string({"runs": list(reports), "step": step})
 
 
 def absolute(base_url: str, path: str) -> str:
