@@ -24,13 +24,19 @@ from dashboard.figures.exemplars import WORST_COLUMNS, probability_scatter, wors
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_int, as_list
 from server.domain import urls
+from server.domain.metrics import LATEST
 from server.domain.parity import diff, flatten
 
 REPORT_KEYS = ("engine", "trainer", "parity")
 """The top-level config keys of a parity report (its effective engine config and set-up)."""
 PHASE_KIND = "parity_phase"
 """The annotation kind that names a report's phase at its step."""
-SHOWN_METRICS = ("k3_kl", "k1_kl", "ratio_dev_1e4", "abs_logp_diff_mean", "mult_prob_error")
+SHOWN_METRICS = tuple(
+    m
+    for m in LATEST
+    if m in ("k3_kl", "reverse_k3_kl", "k1_kl", "ratio_dev_1e4", "ratio_abs_dev", "mult_prob_error")
+)
+"""The headline values per report: canonical mismatch metrics a run summary carries."""
 EXEMPLAR_LIMIT = 20_000
 TABLE_STYLE = {
     "fontFamily": "sans-serif",
