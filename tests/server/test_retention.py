@@ -180,3 +180,21 @@ def test_the_maintenance_thread_compacts_and_retains(migrated_db: Database) -> N
         assert not QueryService(migrated_db).get_run("live").raw_dropped
     finally:
         maintenance.stop()
+
+
+def test_retention_drops_the_token_exemplars_of_old_runs_only(migrated_db: Database) -> None:
+    from server.storage import retention
+    from tests.factories import parity_report
+
+    ingest = IngestService(migrated_db)
+    for run in ("old", "new"):
+        ingest.ingest(IngestIn.model_validate(parity_report(run, tokens=256, top=8, uniform=8)), OPEN)
+    ingest.close()
+    _age(migrated_db, "old", 200)
+    query = QueryService(migrated_db)
+    assert len(query.exemplars("old")) == len(query.exemplars("new")) == 16
+
+    result = retention.drop_raw(migrated_db, older_than_s=90 * DAY)
+    assert result.runs == ["old"] and result.exemplars == 16
+    assert query.exemplars("old") == [] and len(query.exemplars("new")) == 16
+    assert query.get_run("old").kind == "parity"  # the report itself stays

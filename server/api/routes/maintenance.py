@@ -22,6 +22,7 @@ class RetentionOut(Out):
     runs: list[str] = Field(description="Runs whose raw values were (or would be) dropped")
     values: int
     bucket_rows: int
+    exemplars: int = Field(default=0, description="Token exemplars dropped with the raw values")
     bytes_before: int | None
     bytes_after: int | None
 
@@ -45,6 +46,7 @@ def retention(body: RetentionIn, services: ServicesDep, principal: AdminDep) -> 
         runs=found.runs,
         values=found.values,
         bucket_rows=found.bucket_rows,
+        exemplars=found.exemplars,
         bytes_before=found.bytes_before,
         bytes_after=found.bytes_after,
     )
