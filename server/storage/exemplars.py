@@ -60,7 +60,7 @@ def rows_of(key: RecordKey, exemplars: Iterable[Exemplar]) -> list[dict[str, Any
     ]
 
 
-def _key(row: dict[str, Any]) -> ExemplarKey:
+def key_of(row: dict[str, Any]) -> ExemplarKey:
     return (
         row["run_pk"],
         row["step"],
@@ -72,23 +72,23 @@ def _key(row: dict[str, Any]) -> ExemplarKey:
     )
 
 
-def write(conn: Connection, rows: Sequence[dict[str, Any]]) -> set[RecordKey]:
+def write(conn: Connection, rows: Sequence[dict[str, Any]]) -> set[ExemplarKey]:
     """Insert exemplar rows, skipping stored keys (and later repeats of a key within `rows`:
-    the first wins, as for metric values); return the record keys that gained at least one."""
+    the first wins, as for metric values); return the keys that were new."""
     unique: dict[ExemplarKey, dict[str, Any]] = {}
     for row in rows:
-        unique.setdefault(_key(row), row)
+        unique.setdefault(key_of(row), row)
     e = t.exemplars.c
-    gained: set[RecordKey] = set()
+    added: set[ExemplarKey] = set()
     for chunk in chunks(list(unique.values()), CHUNK):
         stmt = (
             pg_insert(t.exemplars)
             .values(chunk)
             .on_conflict_do_nothing()
-            .returning(e.run_pk, e.source, e.actor, e.step)
+            .returning(e.run_pk, e.step, e.source, e.actor, e.kind, e.seq, e.pos)
         )
-        gained.update((r[0], r[1], r[2], r[3]) for r in conn.execute(stmt))
-    return gained
+        added.update((r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in conn.execute(stmt))
+    return added
 
 
 def read(conn: Connection, run_pk: int, wanted: ExemplarFilter) -> list[Any]:

@@ -284,20 +284,21 @@ def _write_exemplars(
     conn: Connection, keyed: list[list[tuple[RecordKey, _Merged]]]
 ) -> set[tuple[int, RecordKey]]:
     """Store the group's token exemplars; return (batch index, record key) of the records that
-    added one, each credited to the first batch of the group that sent it. Most records carry
-    none: then this reads nothing and writes nothing."""
-    sent = [(i, key, m) for i, part in enumerate(keyed) for key, m in part if m.exemplars]
-    if not sent:
+    added one. An exemplar several batches of the group send belongs to the first of them, as
+    one-by-one writes would have it. Most records carry none: then this reads and writes
+    nothing."""
+    owner: dict[exemplars.ExemplarKey, tuple[int, RecordKey]] = {}
+    rows = []
+    for index, part in enumerate(keyed):
+        for key, m in part:
+            if not m.exemplars:
+                continue
+            for row in exemplars.rows_of(key, m.exemplars):
+                if owner.setdefault(exemplars.key_of(row), (index, key)) == (index, key):
+                    rows.append(row)
+    if not rows:
         return set()
-    gained = exemplars.write(
-        conn, [row for _, key, m in sent for row in exemplars.rows_of(key, m.exemplars)]
-    )
-    credited: set[tuple[int, RecordKey]] = set()
-    for i, key, _ in sent:
-        if key in gained:
-            credited.add((i, key))
-            gained.discard(key)
-    return credited
+    return {owner[added] for added in exemplars.write(conn, rows)}
 
 
 def _append(conn: Connection, db: Database, c: _Columns) -> None:

@@ -100,3 +100,42 @@ def test_a_batch_naming_a_run_created_later_in_the_group_fails(migrated_db: Data
         write_batches(conn, db, [to_batch_write(needs_run), to_batch_write(creates_run)])
     with db.read() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM runs")).scalar_one() == 0
+
+
+def _exemplar_batches(run_id: str) -> list[BatchWrite]:
+    def ex(kind: str, pos: int, lt: float) -> dict[str, Any]:
+        return {"kind": kind, "seq": 0, "pos": pos, "rollout_logprob": -1.0, "trainer_logprob": lt}
+
+    bodies: list[dict[str, Any]] = [
+        {
+            "run": run_upsert(run_id),
+            "records": [record(run_id, 0, {"a": 1.0}, exemplars=[ex("top", 0, -2.0)])],
+        },
+        {  # the same step: its stored exemplar again (a different value), and a new one
+            "records": [
+                record(run_id, 0, {}, exemplars=[ex("top", 0, -9.0), ex("uniform", 0, -1.5)])
+            ]
+        },
+        {"records": [record(run_id, 0, {"a": 5.0}, exemplars=[ex("uniform", 0, -7.0)])]},
+    ]
+    return [to_batch_write(IngestIn.model_validate(body)) for body in bodies]
+
+
+def test_group_stores_exemplars_as_one_by_one_does(migrated_db: Database) -> None:
+    db = migrated_db
+    with db.write() as conn:
+        together = write_batches(conn, db, _exemplar_batches("grouped"))
+    alone = []
+    for b in _exemplar_batches("alone"):
+        with db.write() as conn:
+            alone += write_batches(conn, db, [b])
+    assert _outcome(together) == _outcome(alone) == [(1, 0, 1), (1, 0, 0), (0, 1, 0)]
+    query = (
+        "SELECT e.kind, e.trainer_logprob FROM exemplars e JOIN runs r ON r.pk = e.run_pk "
+        "WHERE r.id = :run ORDER BY 1"
+    )
+    with db.read() as conn:
+        grouped = conn.execute(sa.text(query), {"run": "grouped"}).all()
+        one_by_one = conn.execute(sa.text(query), {"run": "alone"}).all()
+    assert [tuple(r) for r in grouped] == [tuple(r) for r in one_by_one]
+    assert [tuple(r) for r in grouped] == [("top", -2.0), ("uniform", -1.5)]

@@ -188,7 +188,9 @@ def test_retention_drops_the_token_exemplars_of_old_runs_only(migrated_db: Datab
 
     ingest = IngestService(migrated_db)
     for run in ("old", "new"):
-        ingest.ingest(IngestIn.model_validate(parity_report(run, tokens=256, top=8, uniform=8)), OPEN)
+        ingest.ingest(
+            IngestIn.model_validate(parity_report(run, tokens=256, top=8, uniform=8)), OPEN
+        )
     ingest.close()
     _age(migrated_db, "old", 200)
     query = QueryService(migrated_db)
