@@ -171,8 +171,7 @@ def fetch(query: QueryLike, run_ids: Sequence[str], step: int | None) -> list[Re
             report.exemplars = dump(
                 query.exemplars(run_id, step_min=step, step_max=step, limit=EXEMPLAR_LIMIT)
             )
-            buckets = dump(query.buckets([run_id], step_min=step, step_max=step))
-            report.buckets = [{**b, "group": detail.name} for b in buckets]
+            report.buckets = dump(query.buckets([run_id], step_min=step, step_max=step))
         reports.append(report)
     return reports
 
@@ -198,7 +197,7 @@ def view(reports: Sequence[Report], step: int) -> tuple[Any, Any, Any, Any, Any,
         [(names[r.id], r.exemplars) for r in reports],
         title=f"trainer vs rollout probability per token · step {step}",
     )
-    bucket_rows = [b for r in reports for b in r.buckets]
+    bucket_rows = [{**b, "group": names[r.id]} for r in reports for b in r.buckets]
     buckets = buckets_figure(bucket_rows, title="mismatch per probability bucket")
     worst = worst_rows([{**e, "report": names[r.id]} for r in reports for e in r.exemplars])
     return (
