@@ -77,6 +77,7 @@ def view(
     query: QueryLike, run_id: str, project: str | None, lo: int | None, hi: int | None
 ) -> tuple[Any, list[dict[str, Any]]]:
     """The scatter and the worst-token rows of the run's exemplars over steps [lo, hi]."""
+    lo, hi = _step(lo), _step(hi)
     if lo is not None and hi is not None and lo > hi:
         lo, hi = hi, lo
     rows = dump(
@@ -93,3 +94,11 @@ def view(
         [(f"{run_id}", rows)], title=f"trainer vs rollout probability per token · {span}"
     )
     return figure, worst_rows(rows, limit=200)
+
+
+def _step(value: Any) -> int | None:
+    """A step typed into a box as a step the API takes: whole, within 0 … 2**53; else none."""
+    try:
+        return None if value is None else min(max(int(value), 0), 2**53)
+    except (TypeError, ValueError, OverflowError):
+        return None

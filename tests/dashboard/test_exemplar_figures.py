@@ -87,3 +87,32 @@ def test_phases_of_several_reports_are_merged_by_step() -> None:
     b = Report("b", "b", {}, {2: "after a reset"}, {})
     assert phase_names([a, b]) == {0: "sampling", 1: "after a perturbed push", 2: "after a reset"}
     assert phase_names([]) == {0: "sampling"}
+
+
+class _Exemplars:
+    """A query layer that holds exemplars of steps 0…9 and records what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    def exemplars(self, run_id: str, **kwargs: Any) -> list[dict[str, Any]]:
+        self.asked.append({"run": run_id, **kwargs})
+        lo, hi = kwargs["step_min"], kwargs["step_max"]
+        return [
+            ex(-1.0, -1.0 - 0.01 * s, step=s, token=f"t{s}")
+            for s in range(10)
+            if (lo is None or s >= lo) and (hi is None or s <= hi)
+        ]
+
+
+def test_run_exemplars_view_reads_the_range_typed_even_backwards_or_out_of_bounds() -> None:
+    from dashboard.pages import run_exemplars
+
+    query = _Exemplars()
+    figure, rows = run_exemplars.view(query, "r", "p", 6, 3)  # type: ignore[arg-type]
+    assert query.asked[-1]["step_min"] == 3 and query.asked[-1]["step_max"] == 6
+    assert query.asked[-1]["projects"] == ["p"]
+    assert len(figure.data[0].x) == 4 and rows[0]["token"] == "t6"
+    run_exemplars.view(query, "r", None, -4, 1e30)  # type: ignore[arg-type]
+    assert (query.asked[-1]["step_min"], query.asked[-1]["step_max"]) == (0, 2**53)
+    assert query.asked[-1]["projects"] is None
