@@ -33,7 +33,10 @@ def check_client(headers: Mapping[str, str]) -> None:
     server = f"this server (mismatch-monitor {__version__}) speaks ingest format "
     server += ", ".join(str(v) for v in SPOKEN)
     if wire is None:
-        message = f"{WIRE_HEADER} must be a whole number, got {raw[:40]!r}; {server}"
+        message = (
+            f"{WIRE_HEADER} must be a whole number, got {raw[:40]!r}; {server}. Send "
+            f"{WIRE_HEADER}: {SPOKEN[-1]}, or leave it out, or use '{DISTRIBUTION}=={__version__}'"
+        )
     elif wire < min(SPOKEN):
         message = (
             f"{client[:80]} sends ingest format {wire}, which is too old: {server}. "
