@@ -11,11 +11,30 @@ and collectors released before the header existed all send format 1.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from collectors._version import CLIENT_HEADER, DISTRIBUTION, WIRE_HEADER, WIRE_VERSION, __version__
 from server.errors import WireVersion
 
 SPOKEN: tuple[int, ...] = (WIRE_VERSION,)
+
+# The headers in the OpenAPI document, so that the contract the collectors follow names them.
+CLIENT_PARAMETERS: list[dict[str, Any]] = [
+    {
+        "name": WIRE_HEADER,
+        "in": "header",
+        "required": False,
+        "description": "the ingest format the client speaks; absent: the current one",
+        "schema": {"type": "integer", "example": WIRE_VERSION},
+    },
+    {
+        "name": CLIENT_HEADER,
+        "in": "header",
+        "required": False,
+        "description": "the client and its version, e.g. mismatch-collectors/0.1.0",
+        "schema": {"type": "string"},
+    },
+]
 
 
 def check_client(headers: Mapping[str, str]) -> None:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import IngestDep, PrincipalDep
-from server.api.wire import check_client
+from server.api.wire import CLIENT_PARAMETERS, check_client
 from server.auth import Principal
 from server.schemas.ingest import IngestIn, IngestOut
 from server.services.ingest import IngestService
@@ -32,7 +32,7 @@ _BODY = {
     "/ingest",
     response_model=IngestOut,
     summary="Store a batch of step summaries (all-or-nothing, idempotent)",
-    openapi_extra={"requestBody": _BODY},
+    openapi_extra={"requestBody": _BODY, "parameters": CLIENT_PARAMETERS},
     responses={
         400: {"description": "a client speaking an ingest format this server does not"},
         401: {"description": "token missing or invalid"},
