@@ -2,12 +2,13 @@
 FROM python:3.11-slim
 WORKDIR /app
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md MANIFEST.in ./
 COPY server ./server
 COPY dashboard ./dashboard
 COPY collectors ./collectors
 COPY migrations ./migrations
-RUN pip install '.[postgres]'
+# The collectors are their own distribution, pinned by the server's: both from this copy.
+RUN pip install ./collectors '.[postgres]'
 RUN useradd --create-home monitor && mkdir -p /data && chown monitor /data
 USER monitor
 VOLUME /data

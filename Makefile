@@ -16,8 +16,9 @@ $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# The collectors are their own distribution (collectors/pyproject.toml), pinned by the server's.
 venv: $(VENV)/bin/activate
-	$(PIP) install -q -e .
+	$(PIP) install -q -e ./collectors -e .
 
 run: venv
 	$(VENV)/bin/mismatch migrate --db $(DB)
@@ -25,7 +26,7 @@ run: venv
 
 # Runs the tiny RL demo (all scenarios) against the server started by `make run`.
 demo: venv
-	$(PIP) install -q -e '.[demo]' '$(TORCH)'
+	$(PIP) install -q -e ./collectors -e '.[demo]' '$(TORCH)'
 	$(VENV)/bin/mismatch demo --url http://127.0.0.1:$(PORT)
 
 deps-system:

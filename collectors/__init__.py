@@ -3,7 +3,9 @@
 It computes the training-inference mismatch metrics on the caller's thread and ships per-step
 summaries to a Mismatch Monitor server from a background thread, spooling to disk while the
 server is away. It needs only the standard library; numpy/torch are used when given tensors.
-Nothing here imports the server or the dashboard.
+Nothing here imports the server or the dashboard. It ships on its own as `mismatch-collectors`
+(collectors/pyproject.toml), with no required dependencies; recipes for trainers are in
+`collectors.integrations`.
 
 Public names are loaded lazily so that `import collectors` stays cheap inside a trainer.
 """

@@ -4,7 +4,9 @@
 torch on the tensors' own device (CPU or CUDA) or with NumPy, in float32, on the padded
 [sequences, tokens] grid (row sums, no scatters). Besides the token and sequence counts, a few
 single values cross to the host to pick a cheaper path (a tie at the p99 rank, a masked extreme,
-non-finite probabilities); the metrics themselves move in one transfer at the end.
+non-finite probabilities); the metrics themselves move in one transfer at the end. Plain lists
+go to NumPy, to torch where NumPy is not installed, and to the headline metrics of `_pure` where
+neither is.
 
 Choices where the frameworks differ, made once here:
 - d = lT − lR (trainer over rollout). Metrics that exponentiate d use d clamped to ±20 (verl,
@@ -26,6 +28,8 @@ Choices where the frameworks differ, made once here:
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,11 +125,26 @@ def compute_step_metrics(
     }
     try:
         import numpy
-    except ImportError:  # torch-only host
+    except ImportError:  # torch-only host, or neither (mismatch-collectors needs none)
+        if importlib.util.find_spec("torch") is None:
+            return _pure_python(rollout_logprobs, trainer_logprobs, mask, kwargs)
         return _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
     # 0/0 (a constant batch's correlation) and overflow are data here: NaN/Inf, not warnings.
     with numpy.errstate(all="ignore"):
         return _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
+
+
+def _pure_python(rollout: Any, trainer: Any, mask: Any, kwargs: dict[str, Any]) -> StepSummary:
+    """The headline metrics without NumPy or torch (`_pure`); inputs only they can use are
+    refused, so that a caller is told rather than given a partial answer silently."""
+    from collectors import _pure
+
+    given = [
+        k for k in ("new_logprobs", "advantages", "entropy", "seq_lens") if kwargs[k] is not None
+    ]
+    if given or kwargs["trainer_buckets"]:
+        raise ValueError(f"{', '.join(given) or 'trainer_buckets'} needs numpy or torch")
+    return StepSummary(_pure.compute(rollout, trainer, mask), [])
 
 
 @dataclass(frozen=True)
@@ -186,7 +205,8 @@ def _compute(
 ) -> StepSummary:
     inputs = [rollout_logprobs, trainer_logprobs, new_logprobs, advantages, entropy, mask]
     first_torch = next((x for x in inputs if x is not None and is_torch(x)), None)
-    ops = Ops(first_torch is not None, first_torch.device if first_torch is not None else None)
+    use_torch = first_torch is not None or "numpy" not in sys.modules  # see compute_step_metrics
+    ops = Ops(use_torch, first_torch.device if first_torch is not None else None)
     arrays = {"lR": ops.f32(rollout_logprobs), "lT": ops.f32(trainer_logprobs)}
     if arrays["lR"].shape != arrays["lT"].shape:
         raise ValueError(

@@ -90,6 +90,7 @@ class Run:
             else "cpu"
         )
         self._warned: set[str] = set()
+        self._framework: str | None = None  # the framework whose provenance the config holds
         self.spool = Spool(spool_dir or _spool_dir(), run_id, max_bytes=spool_max_bytes)
         self._worker = Worker(
             transport or HttpTransport(url, token, timeout=timeout),
@@ -113,10 +114,12 @@ class Run:
         weight_version: int | None = None,
         metrics: Mapping[str, Any] | None = None,
         time: float | None = None,
+        framework: str | None = None,
         **metric_kwargs: Any,
     ) -> Any:
         """Compute the mismatch metrics of one step and enqueue them; returns the StepSummary
-        (None when there was nothing to compute or the computation failed)."""
+        (None when there was nothing to compute or the computation failed). `metrics` are
+        logged beside them, mapped from `framework`'s names as `log_metrics` does."""
         summary = None
         values: dict[str, Any] = {}
         buckets = None
@@ -136,7 +139,12 @@ class Run:
             values.update(metrics)
         if values or buckets:
             self.log_metrics(
-                step, values, weight_version=weight_version, time=time, buckets=buckets
+                step,
+                values,
+                weight_version=weight_version,
+                time=time,
+                buckets=buckets,
+                framework=framework,
             )
         return summary
 
@@ -151,9 +159,18 @@ class Run:
         time: float | None = None,
         gpu: str | None = None,
         buckets: list[dict[str, Any]] | None = None,
+        framework: str | None = None,
     ) -> bool:
-        """Enqueue one record; False when it was dropped. Never blocks, never raises."""
+        """Enqueue one record; False when it was dropped. Never blocks, never raises.
+
+        `framework` ("verl", "trl", "nemo-rl", "openrlhf", "slime", "ms-swift") names whose
+        metric names `metrics` uses: they are mapped onto ours (`collectors._adapters`), a value
+        whose formula differs from ours is kept apart as `<name>@<framework>`, names we do not
+        know are kept as they are, and the run's config records the framework and its version
+        once. An unknown framework is warned about once and its metrics are logged unmapped."""
         try:
+            if framework is not None:
+                metrics = self._from_framework(framework, metrics)
             record: dict[str, Any] = {
                 "run_id": self.id,
                 "step": int(step),
@@ -236,6 +253,20 @@ class Run:
         if self._tags:
             upsert["tags"] = self._tags
         return upsert
+
+    def _from_framework(self, framework: str, metrics: Mapping[str, Any]) -> Mapping[str, Any]:
+        from collectors._adapters import installed_version, map_metrics, provenance
+
+        try:
+            mapped = map_metrics(framework, metrics)
+        except ValueError as exc:
+            self._warn_once(f"framework:{framework}", f"metrics logged unmapped: {exc}")
+            return metrics
+        if mapped.framework != self._framework:
+            self._framework = mapped.framework
+            version = installed_version(mapped.framework)
+            self.update_config(provenance(mapped.framework, version))
+        return mapped.metrics
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -1,100 +1,36 @@
 """Getting batches to the server without ever hurting the host process.
 
-- `HttpTransport` posts one gzip'd JSON batch and classifies the answer.
+- `HttpTransport` (in `_http`) posts one gzip'd JSON batch and classifies the answer.
 - `Worker` owns a bounded queue and a daemon thread: `submit` never blocks (a full queue spills to
   the spool, and only a full spool drops, counted by reason); the thread batches by size and time,
   retries with exponential backoff and jitter (honouring `Retry-After`), spools what it cannot
   deliver and replays the spool when the server answers again. It survives fork (the child gets a
   fresh queue, lock and thread) and is flushed at exit within a bounded time.
+- A server that does not speak this client's ingest format (a 400 naming both versions) is a
+  permanent answer for this process: the worker logs it once, stops sending, and keeps every
+  batch in the spool (counted as `incompatible`), to be replayed by an upgraded client or server.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import os
 import queue
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
+from collectors._http import Answer, HttpTransport, Transport, classify
 from collectors._spool import Spool
 
+__all__ = ["Answer", "HttpTransport", "Transport", "Worker", "classify"]
+
 log = logging.getLogger("mismatch_monitor.collectors")
-
-Outcome = Literal["ok", "retry", "too_large", "reject", "unknown_run"]
-
-
-@dataclass(frozen=True)
-class Answer:
-    outcome: Outcome
-    status: int | None = None
-    retry_after: float | None = None
-    detail: str = ""
-
-
-class Transport(Protocol):
-    def send(self, batch: dict[str, Any]) -> Answer: ...
-
-
-class HttpTransport:
-    """POST /api/v1/ingest with the standard library only."""
-
-    def __init__(self, url: str, token: str | None, *, timeout: float = 5.0) -> None:
-        self.endpoint = url.rstrip("/") + "/api/v1/ingest"
-        self.token = token
-        self.timeout = timeout
-
-    def send(self, batch: dict[str, Any]) -> Answer:
-        body = gzip.compress(json.dumps(batch, separators=(",", ":")).encode(), compresslevel=5)
-        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                response.read()
-                return Answer("ok", response.status)
-        except urllib.error.HTTPError as exc:
-            detail = _detail(exc)
-            return classify(exc.code, exc.headers.get("Retry-After"), detail)
-        except (OSError, ValueError) as exc:  # refused, reset, timeout, DNS
-            return Answer("retry", None, None, str(exc))
-
-
-def _detail(exc: urllib.error.HTTPError) -> str:
-    try:
-        return str(json.loads(exc.read()).get("detail", ""))[:500]
-    except Exception:
-        return ""
-
-
-def classify(status: int, retry_after: str | None, detail: str = "") -> Answer:
-    """What to do with an HTTP answer: retry, split, give up, or re-create the run."""
-    wait: float | None = None
-    if retry_after:
-        try:
-            wait = max(0.0, float(retry_after))
-        except ValueError:
-            wait = None
-    if 200 <= status < 300:
-        return Answer("ok", status)
-    if status == 413:
-        return Answer("too_large", status, None, detail)
-    if status == 404 and "unknown run" in detail:
-        return Answer("unknown_run", status, None, detail)
-    if status in (408, 425, 429) or status >= 500:
-        return Answer("retry", status, wait, detail)
-    return Answer("reject", status, None, detail)
 
 
 def _reset_in_forked_children(worker: Worker) -> None:
@@ -127,6 +63,7 @@ class Worker:
     _thread_lock: threading.Lock
     _offline_until: float
     _backoff: float
+    incompatible: str
 
     def __init__(
         self,
@@ -154,6 +91,7 @@ class Worker:
         self.dropped: Counter[str] = Counter()
         self._run_pending = True
         self._closed = False
+        self.incompatible = ""  # the server's message once it refused our ingest format
         self._reset_after_fork()
         _reset_in_forked_children(self)
 
@@ -228,6 +166,7 @@ class Worker:
             "replayed": self.counters["replayed"],
             "rejected": self.counters["rejected"],
             "retries": self.counters["retries"],
+            "incompatible": self.counters["incompatible"],
             "dropped": dict(self.dropped),
             "pending": self._outstanding,
             "spool_bytes": self.spool.size(),
@@ -274,7 +213,11 @@ class Worker:
                     with self._cond:
                         self._outstanding = max(0, self._outstanding - len(items))
                         self._cond.notify_all()
-                elif self.spool.pending() and time.monotonic() >= self._offline_until:
+                elif (
+                    self.spool.pending()
+                    and time.monotonic() >= self._offline_until
+                    and not self.incompatible
+                ):
                     self._replay()
             except Exception:
                 log.debug("worker loop error", exc_info=True)
@@ -308,6 +251,9 @@ class Worker:
         return batch
 
     def _deliver(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        if self.incompatible:
+            self._to_spool(self._batch(items, with_run=True), incompatible=True)
+            return
         if self.spool.pending() and time.monotonic() >= self._offline_until:
             self._replay()
         batch = self._batch(items, with_run=self._run_pending)
@@ -342,6 +288,18 @@ class Worker:
                 ok1 = self._send_with_retries(first, spool_on_failure=spool_on_failure)
                 ok2 = self._send_with_retries(second, spool_on_failure=spool_on_failure)
                 return ok1 and ok2
+            if answer.outcome == "incompatible":
+                if not self.incompatible:
+                    self.incompatible = answer.detail or f"HTTP {answer.status}"
+                    log.error(
+                        "the monitor server does not speak this client's ingest format; "
+                        "nothing more is sent, batches are kept in the spool at %s: %s",
+                        self.spool.directory,
+                        self.incompatible,
+                    )
+                if spool_on_failure:
+                    self._to_spool(batch, incompatible=True)
+                return False
             if answer.outcome in ("reject", "too_large", "unknown_run"):
                 self.counters["rejected"] += len(batch["records"])
                 log.warning(
@@ -363,10 +321,12 @@ class Worker:
         self._backoff = min(self._backoff * 2, self.max_backoff)
         return min(wait, self.max_backoff)
 
-    def _to_spool(self, batch: dict[str, Any]) -> None:
+    def _to_spool(self, batch: dict[str, Any], *, incompatible: bool = False) -> None:
         batch["run"] = self._run_upsert()  # a replay may meet a server that never saw the run
         if self.spool.append(batch):
             self.counters["spooled"] += len(batch["records"])
+            if incompatible:
+                self.counters["incompatible"] += len(batch["records"])
         else:
             self.dropped["spool_full"] += len(batch["records"]) + len(batch["annotations"])
 

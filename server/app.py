@@ -12,6 +12,7 @@ from typing import Any, cast
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 
+from collectors._version import __version__
 from dashboard import create_dash
 from dashboard.access import Scoped
 from dashboard.query import QueryLike
@@ -53,7 +54,7 @@ from server.storage import secrets as server_secrets
 from server.storage.db import Database
 from server.telemetry import Telemetry
 
-VERSION = "0.1.0"
+VERSION = __version__  # the collectors' and the server's distributions share it
 
 
 def build_services(settings: Settings, *, db: Database | None = None) -> Services:

@@ -68,6 +68,29 @@ class UnsafeTarget(Rejected):
         self.host = host
 
 
+class WireVersion(Rejected):
+    """The client's `X-Mismatch-Wire` names an ingest format this server does not speak.
+
+    `client_wire` is what the client sent (None when it was not a number), `server_wires` what
+    the server speaks; the message says which package to upgrade."""
+
+    status_code = 400
+
+    def __init__(
+        self, message: str, *, client_wire: int | None, server_wires: tuple[int, ...]
+    ) -> None:
+        super().__init__(
+            message,
+            detail={
+                "reason": "wire_version",
+                "client_wire": client_wire,
+                "server_wires": list(server_wires),
+            },
+        )
+        self.client_wire = client_wire
+        self.server_wires = server_wires
+
+
 class Unauthorized(MonitorError):
     status_code = 401
 

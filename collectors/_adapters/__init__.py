@@ -39,9 +39,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from collectors._adapters import ms_swift, nemo_rl, openrlhf, slime, trl, verl
+from collectors._adapters._provenance import CONFIG_KEY, installed_version, provenance
 from collectors._adapters._rules import VARIANT_SEP, Rule, Table
 
-__all__ = ["FRAMEWORKS", "VARIANT_SEP", "Mapped", "Rule", "lookup", "map_metrics"]
+__all__ = [
+    "CONFIG_KEY",
+    "FRAMEWORKS",
+    "VARIANT_SEP",
+    "Mapped",
+    "Rule",
+    "installed_version",
+    "lookup",
+    "map_metrics",
+    "provenance",
+]
 
 _TABLES: dict[str, Table] = {
     t.framework: t

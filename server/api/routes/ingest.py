@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import IngestDep, PrincipalDep
+from server.api.wire import CLIENT_PARAMETERS, check_client
 from server.auth import Principal
 from server.schemas.ingest import IngestIn, IngestOut
 from server.services.ingest import IngestService
@@ -31,8 +32,9 @@ _BODY = {
     "/ingest",
     response_model=IngestOut,
     summary="Store a batch of step summaries (all-or-nothing, idempotent)",
-    openapi_extra={"requestBody": _BODY},
+    openapi_extra={"requestBody": _BODY, "parameters": CLIENT_PARAMETERS},
     responses={
+        400: {"description": "a client speaking an ingest format this server does not"},
         401: {"description": "token missing or invalid"},
         403: {"description": "token lacks the ingest scope or this project"},
         404: {"description": "a record names a run that does not exist and the batch has no `run`"},
@@ -44,7 +46,9 @@ _BODY = {
 async def ingest(request: Request, service: IngestDep, principal: PrincipalDep) -> IngestOut:
     """Accepts gzip bodies (`Content-Encoding: gzip`). NaN and ±Inf are accepted as JSON tokens
     (`NaN`, `Infinity`, `-Infinity`) and as the strings "nan", "inf", "-inf". A value whose
-    (run, source, actor, step, metric) is already stored changes nothing."""
+    (run, source, actor, step, metric) is already stored changes nothing. A client naming an
+    ingest format other than this server's (`X-Mismatch-Wire`) gets a 400 naming both."""
+    check_client(request.headers)
     body = await request.body()
     return await run_in_threadpool(_parse_and_store, service, body, principal)
 

@@ -1,0 +1,186 @@
+"""The trainer recipes as code: verl's tracking backend and TRL's callback forward the
+frameworks' real metric names under ours. TRL's callback also rides a real transformers
+`Trainer` for two steps on the CPU."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collectors.integrations.verl import MismatchBackend, log_verl_metrics
+from tests.collectors.test_transport import FakeTransport, make_run
+
+# One step as verl's PPO trainer hands it to `Tracking.log(data=metrics, step=...)`:
+# verl/trainer/ppo/ray_trainer.py gathers these from verl/workers/actor/dp_actor.py (actor/*),
+# verl/trainer/ppo/metric_utils.py (critic/*, response_length/*) and
+# verl/trainer/ppo/rollout_corr_helper.py (rollout_corr/*), verl/utils/debug/metrics.py
+# (training/*).
+VERL_METRICS = {
+    "actor/entropy": 0.58,
+    "actor/grad_norm": 1.25,
+    "actor/pg_loss": -0.01,
+    "actor/ppo_kl": 2e-4,
+    "critic/score/mean": 0.4,
+    "response_length/mean": 380.0,
+    "rollout_corr/kl": -3e-4,
+    "rollout_corr/k3_kl": 5e-4,
+    "rollout_corr/rollout_is_mean": 1.001,
+    "training/rollout_probs_diff_mean": 0.003,
+    "training/rollout_actor_probs_pearson_corr": 0.998,
+    "perf/throughput": 1500.0,
+}
+VERL_EXPECTED = {
+    "entropy": 0.58,
+    "grad_norm": 1.25,
+    "loss": -0.01,
+    "kl_new_old@verl": 2e-4,  # k1 estimator, not our k3
+    "reward_mean": 0.4,
+    "response_length_mean": 380.0,
+    "k1_kl": -3e-4,
+    "k3_kl": 5e-4,
+    "ratio_mean@verl": 1.001,  # at the configured IS level, possibly sequence
+    "prob_diff_mean": 0.003,
+    "prob_pearson": 0.998,
+    "perf/throughput": 1500.0,
+}
+
+# One logging step of TRL's GRPOTrainer: trl/trainer/grpo_trainer.py fills `_metrics` with these
+# and `Trainer.log` adds loss, grad_norm, learning_rate and epoch (transformers'
+# src/transformers/trainer.py).
+TRL_LOGS = {
+    "loss": 0.02,
+    "grad_norm": 0.9,
+    "learning_rate": 1e-6,
+    "epoch": 0.1,
+    "num_tokens": 20480.0,
+    "completions/mean_length": 256.0,
+    "reward": 0.55,
+    "reward_std": 0.2,
+    "entropy": 0.7,
+    "clip_ratio/low_mean": 0.001,
+    "clip_ratio/high_mean": 0.002,
+    "clip_ratio/region_mean": 0.003,
+    "sampling/sampling_logp_difference/mean": 0.012,
+    "sampling/sampling_logp_difference/max": 1.4,
+    "sampling/importance_sampling_ratio/mean": 0.999,
+}
+TRL_EXPECTED = {
+    "loss": 0.02,
+    "grad_norm": 0.9,
+    "learning_rate": 1e-6,
+    "epoch": 0.1,
+    "num_tokens": 20480.0,
+    "response_length_mean": 256.0,
+    "reward_mean": 0.55,
+    "reward_std": 0.2,
+    "entropy": 0.7,
+    "clip_rate_low": 0.001,
+    "clip_rate_high": 0.002,
+    "clip_rate@trl": 0.003,
+    "abs_logp_diff_mean": 0.012,
+    "abs_logp_diff_max": 1.4,
+    "ratio_mean@trl": 0.999,
+}
+
+
+def test_verl_tracking_backend_forwards_a_step_under_our_names(tmp_path: Path) -> None:
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    backend = MismatchBackend(run)
+    backend.log(data=VERL_METRICS, step=11)  # as verl's Tracking calls each backend
+    backend.finish()
+    (record,) = transport.records()
+    assert record["step"] == 11
+    assert record["metrics"] == pytest.approx(VERL_EXPECTED)
+    run.close()
+
+
+def test_verl_one_line_call_records_the_framework(tmp_path: Path) -> None:
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    assert log_verl_metrics(run, 1, {"actor/grad_norm": 2.0})
+    assert run.flush(10)
+    assert transport.records()[0]["metrics"] == {"grad_norm": 2.0}
+    assert transport.batches[-1]["run"]["config"]["framework"]["name"] == "verl"
+    run.close()
+
+
+def _state(step: int, main: bool = True) -> Any:
+    from transformers import TrainerState
+
+    state = TrainerState()
+    state.global_step = step
+    state.is_world_process_zero = main
+    return state
+
+
+def test_trl_callback_forwards_grpo_logs_under_our_names(tmp_path: Path) -> None:
+    from transformers import TrainerControl
+
+    from collectors.integrations.trl import MismatchCallback
+
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    callback = MismatchCallback(run)
+    logs = {**TRL_LOGS, "lr_scheduler": "cosine"}  # text in a log dict is no metric
+    callback.on_log(None, _state(5), TrainerControl(), logs=logs)
+    callback.on_log(None, _state(5, main=False), TrainerControl(), logs=TRL_LOGS)
+    assert run.flush(10)
+    (record,) = transport.records()  # only the main process forwards
+    assert record["step"] == 5
+    assert record["metrics"] == pytest.approx(TRL_EXPECTED)
+    assert transport.batches[-1]["run"]["config"]["framework"]["name"] == "trl"
+    run.close()
+
+
+@pytest.mark.slow
+def test_trl_callback_rides_a_real_transformers_trainer(tmp_path: Path) -> None:
+    """Two optimiser steps of a real `transformers.Trainer` on a tiny model: what the Trainer
+    logs (loss, grad_norm, learning_rate) arrives under our names at the Trainer's steps."""
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    from collectors.integrations.trl import MismatchCallback
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"loss": torch.nn.functional.mse_loss(self.linear(x).squeeze(-1), y)}
+
+    torch.manual_seed(0)
+    data = [{"x": torch.randn(4), "y": torch.randn(())} for _ in range(8)]
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        per_device_train_batch_size=4,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=Tiny(), args=args, train_dataset=data, callbacks=[MismatchCallback(run)]
+    )
+    trainer.train()
+    assert run.flush(10)
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    by_step: dict[int, dict[str, Any]] = {}
+    for record in transport.records():  # the last step also carries the train-end summary
+        by_step.setdefault(record["step"], {}).update(record["metrics"])
+    assert sorted(by_step) == [1, 2]
+    assert len(logged) == 2
+    for entry in logged:
+        metrics = by_step[entry["step"]]
+        assert metrics["loss"] == pytest.approx(entry["loss"])
+        assert metrics["grad_norm"] == pytest.approx(entry["grad_norm"])
+        assert math.isfinite(metrics["learning_rate"])
+    run.close()
