@@ -61,3 +61,23 @@ def compare_view(
 
 def absolute(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + path
+
+
+def hardware_view(
+    *,
+    runs: Sequence[str] = (),
+    project: str | None = None,
+    label: str | None = None,
+    group_by: str | None = None,
+    metric: str | None = None,
+) -> str:
+    """The hardware page for a selection of runs (ids, a project, a label filter), compared
+    like for like on `group_by` (parity, label:KEY or config:KEY)."""
+    state = {
+        "runs": list(runs),
+        "project": project,
+        "label": label,
+        "group_by": group_by,
+        "metric": metric,
+    }
+    return HARDWARE + query_string(state)

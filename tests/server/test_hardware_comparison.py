@@ -134,7 +134,9 @@ def test_grouping_by_a_label_compares_within_its_value(migrated_db: Database) ->
     rng = np.random.default_rng(8)
     ingest = IngestService(migrated_db)
     for run_id, gpu, recipe in (("x", A100, "dapo"), ("y", H20, "dapo"), ("z", H20, "grpo")):
-        _post(ingest, run_id, [(0, gpu)], _k3(rng, 1e-3, 40), config=PARITY, labels={"recipe": recipe})
+        _post(
+            ingest, run_id, [(0, gpu)], _k3(rng, 1e-3, 40), config=PARITY, labels={"recipe": recipe}
+        )
     ingest.close()
     found = QueryService(migrated_db).hardware_comparison(project="hw", group_by="label:recipe")
     assert found.groups[0].run_ids == ["x", "y"]
