@@ -19,6 +19,7 @@ from dashboard.figures.hardware import bucket_curves_figure, hardware_figure, ra
 from dashboard.query import QueryLike, dump
 from dashboard.report import hardware_report
 from dashboard.urlstate import as_list, encode
+from server.domain import urls
 from server.errors import MonitorError
 
 GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
@@ -179,6 +180,11 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
             query, metric=metric or "k3_kl", **_selection(project, runs, label, group_by)
         )
         return {"content": page, "filename": f"hardware-{metric or 'k3_kl'}.html"}
+
+    @app.callback(Output(ids.CMP_HARDWARE_LINK, "href"), Input(ids.CMP_RUNS, "value"))
+    def link_from_compare(runs: list[str] | None) -> str:
+        """The compare page's "hardware view of these runs": its selection carries over."""
+        return urls.hardware_view(runs=runs or [])
 
     @app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
