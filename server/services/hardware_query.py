@@ -8,6 +8,7 @@ the comparison itself is the pure `server.analysis.comparison`.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,10 +68,11 @@ class HardwareQueries(RunQueries):
             raise Rejected(f"n_boot must be between 100 and 5000 resamples, got {n_boot}")
         with self._db.read() as conn:
             rows = self._selected(conn, run_ids, project, label, projects)
-            pks = {r.id: r.pk for r in rows}
+            keys = _keys(rows)
+            pks = {key: pk for pk, key in keys.items()}
             pooled = self._pooled(conn, metric, list(pks.values()))
-            facts = _facts(rows, runs.configs(conn, list(pks.values())))
-            pieces = _pieces(conn, metric, rows)
+            facts = _facts(rows, keys, runs.configs(conn, list(pks.values())))
+            pieces = _pieces(conn, metric, rows, keys)
             plan = comparison.plan(facts, [(p.run_id, p.gpu) for p in pieces], by)
             chosen = [] if plan.chosen is None else list(plan.chosen.run_ids)
             in_group = [pks[run_id] for run_id in chosen]
@@ -130,23 +132,33 @@ class HardwareQueries(RunQueries):
         return aggregates.hardware_rows(conn, self._db.dialect, metric=metric, run_pks=pks)
 
 
-def _facts(rows: Sequence[Any], configs: Sequence[Any]) -> list[RunFacts]:
+def _keys(rows: Sequence[Any]) -> dict[int, str]:
+    """How each run is named in the comparison: its id, or project/id where projects share an
+    id (run ids are per project), so two runs are never taken for one."""
+    counts = Counter(r.id for r in rows)
+    shared = {run_id for run_id, n in counts.items() if n > 1}
+    return {r.pk: f"{r.project}/{r.id}" if r.id in shared else r.id for r in rows}
+
+
+def _facts(rows: Sequence[Any], keys: dict[int, str], configs: Sequence[Any]) -> list[RunFacts]:
     """Names, flattened configs (the parity vocabulary's flattening) and labels of the runs."""
     config = {c.pk: flatten(runs.loads(c.config, {})) for c in configs}
     return [
-        RunFacts(r.id, r.name or r.id, config.get(r.pk, {}), runs.loads(r.labels, {})) for r in rows
+        RunFacts(keys[r.pk], r.name or r.id, config.get(r.pk, {}), runs.loads(r.labels, {}))
+        for r in rows
     ]
 
 
-def _pieces(conn: Connection, metric: str, rows: Sequence[Any]) -> list[Piece]:
+def _pieces(
+    conn: Connection, metric: str, rows: Sequence[Any], keys: dict[int, str]
+) -> list[Piece]:
     """Each run's finite values per known GPU type, in step order, thinned by one stride that
     keeps the longest run near `MAX_STEPS_PER_RUN` values."""
     if not rows:
         return []
     longest = max((r.last_step or 0) for r in rows) + 1
     stride = max(1, math.ceil(longest / MAX_STEPS_PER_RUN))
-    ids = {r.pk: r.id for r in rows}
-    columns = aggregates.hardware_values(conn, metric=metric, run_pks=list(ids), stride=stride)
+    columns = aggregates.hardware_values(conn, metric=metric, run_pks=list(keys), stride=stride)
     gpu = np.asarray(columns["gpu"], dtype=object)
     run_pk = np.asarray(columns["run_pk"], dtype=np.int64)
     value = np.asarray(columns["value"], dtype=np.float64)
@@ -157,7 +169,7 @@ def _pieces(conn: Connection, metric: str, rows: Sequence[Any]) -> list[Piece]:
     starts = np.concatenate([[0], change])
     ends = np.concatenate([change, [value.size]])
     return [
-        Piece(ids[int(run_pk[s])], str(gpu[s]), value[s:e])
+        Piece(keys[int(run_pk[s])], str(gpu[s]), value[s:e])
         for s, e in zip(starts, ends, strict=True)
         if str(gpu[s]) != UNKNOWN_GPU
     ]

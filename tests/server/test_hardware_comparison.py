@@ -38,6 +38,7 @@ def _post(
     *,
     config: dict[str, Any],
     labels: dict[str, str] | None = None,
+    project: str = "hw",
 ) -> None:
     """One run; `gpus` are (first step, GPU) switches, e.g. a resume on other hardware."""
 
@@ -55,7 +56,7 @@ def _post(
         }
         for step, v in enumerate(values)
     ]
-    run = {"id": run_id, "name": f"run {run_id}", "project": "hw", "config": config}
+    run = {"id": run_id, "name": f"run {run_id}", "project": project, "config": config}
     run["labels"] = labels or {}
     ingest.ingest(IngestIn.model_validate({"run": run, "records": records}), OPEN)
 
@@ -144,6 +145,17 @@ def test_grouping_by_a_label_compares_within_its_value(migrated_db: Database) ->
     narrowed = QueryService(migrated_db).hardware_comparison(project="hw", label="recipe=grpo")
     assert narrowed.groups == [] and [h.gpu for h in narrowed.data] == [H20]
     assert "spans two GPU types" in narrowed.note
+
+
+def test_runs_of_two_projects_sharing_an_id_stay_two_runs(migrated_db: Database) -> None:
+    rng = np.random.default_rng(9)
+    ingest = IngestService(migrated_db)
+    for project, gpu in (("p1", A100), ("p2", H20)):
+        _post(ingest, "r", [(0, gpu)], _k3(rng, 1e-3, 30), config=PARITY, project=project)
+    ingest.close()
+    found = QueryService(migrated_db).hardware_comparison()
+    assert sorted(found.groups[0].run_ids) == ["p1/r", "p2/r"]
+    assert [g.runs for g in found.groups[0].gpus] == [1, 1]
 
 
 @pytest.mark.parametrize("group_by", ["gpu", "label:", "config", "runs:a"])
