@@ -130,7 +130,9 @@ def test_hardware_page_takes_a_label_selection_and_grouping_from_its_url(
     assert left_out == ["v1-before"]  # the engine version no longer counts
     page.goto(seeded.url + "/hardware?project=vllm-migration&label=engine%3D0.8.5")
     page.wait_for_function(
-        "document.querySelector('#hardware-note').innerText.includes('spans two GPU types')"
+        "(document.querySelector('#hardware-note') || {innerText: ''})"
+        ".innerText.includes('spans two GPU types')",
+        timeout=30_000,
     )
     assert page.evaluate(X_TICKS, "hardware-graph") == [H20]
     _clean_layout(page, "body", legends=0)
