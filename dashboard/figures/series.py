@@ -246,7 +246,7 @@ def series_figure(
 
 
 def segment_bands(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Shaded step ranges, one colour per GPU type (by name order, as the hardware page's),
+    """Shaded step ranges, one colour per GPU type (by name order among the run's GPU types),
     drawn only when the run has more than one segment: one GPU throughout needs no shading."""
     if len(segments) < 2:
         return []
