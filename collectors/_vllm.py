@@ -277,8 +277,11 @@ class RolloutCollector:
                     actor=self.actor,
                     weight_version=version,
                 )
+                change = (
+                    f"v{previous} → v{version}" if previous is not None else f"first v{version}"
+                )
                 self.run.annotate(
-                    f"weight update v{previous} → v{version} ({seconds:.3f} s)",
+                    f"weight update {change} ({seconds:.3f} s)",
                     step=step,
                     kind="weight_update",
                     source="rollout",

@@ -98,6 +98,7 @@ class QueryLike(Protocol):
         step_max: int | None = ...,
         group_by: Any = ...,
         basis: str = ...,
+        projects: Sequence[str] | None = ...,
     ) -> list[Any]: ...
 
     def bucket_steps(
@@ -113,6 +114,18 @@ class QueryLike(Protocol):
     def hardware(
         self, *, metric: str = ..., run_ids: Sequence[str] | None = ..., project: str | None = ...
     ) -> list[Any]: ...
+
+    def hardware_comparison(
+        self,
+        *,
+        metric: str = ...,
+        run_ids: Sequence[str] | None = ...,
+        project: str | None = ...,
+        label: str | None = ...,
+        group_by: str | None = ...,
+        n_boot: int = ...,
+        projects: Sequence[str] | None = ...,
+    ) -> Any: ...
 
 
 class AlertsLike(Protocol):

@@ -8,6 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashboard.figures.legend import LEGEND_ON_TOP
 from dashboard.figures.text import safe
 from dashboard.palette import color
 
@@ -65,8 +66,8 @@ def buckets_figure(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Fig
         height=380,
         barmode="group",
         template="plotly_white",
-        margin={"l": 50, "r": 10, "t": 60, "b": 60},
-        legend={"orientation": "h", "y": -0.3},
+        margin={"l": 50, "r": 10, "t": 90, "b": 60},
+        legend={**LEGEND_ON_TOP, "y": 1.12},  # above the subplot titles too
         xaxis_title="p = exp(rollout logprob)",
     )
     return fig

@@ -1,42 +1,123 @@
-"""Mismatch per GPU type: box plots from server-side quantiles (no raw values shipped)."""
+"""Mismatch per GPU type: box plots from server-side quantiles (no raw values shipped), the ratios
+between GPU types with their intervals, and mismatch against token probability per GPU type.
+
+Every figure names its categories explicitly on a category axis: a box given only quantiles and
+a name would sit at x = 0, and a GPU called "4090" would be read as a number. Legends sit above
+the plot, right-aligned, clear of every axis title.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 
+from dashboard.figures.buckets import bucket_label, per_bucket
+from dashboard.figures.legend import LEGEND_ON_TOP
 from dashboard.figures.text import safe
 from dashboard.palette import color
 
 
+def gpu_colors(gpus: Iterable[str]) -> dict[str, str]:
+    """One colour per GPU type, by name order, so every figure of a comparison agrees."""
+    return {gpu: color(i) for i, gpu in enumerate(sorted(set(gpus)))}
+
+
 def hardware_figure(rows: Sequence[dict[str, Any]], *, metric: str = "k3_kl") -> go.Figure:
+    """One box per GPU type at its own category (its name), quartiles and 5–95% whiskers."""
+    colors = gpu_colors(row["gpu"] for row in rows)
     fig = go.Figure()
-    for index, row in enumerate(rows):
+    for row in rows:
         if row.get("median") is None:
             continue
         counts = f"{row['steps']} steps · {row['actors']} actors · {row['runs']} runs"
-        label = f"{safe(row['gpu'])}<br>{counts}"
         fig.add_trace(
             go.Box(
-                name=label,
+                x=[safe(row["gpu"])],
+                name=safe(row["gpu"]),
                 q1=[row["q1"]],
                 median=[row["median"]],
                 q3=[row["q3"]],
                 lowerfence=[row["p05"]],
                 upperfence=[row["p95"]],
                 mean=[row["mean"]],
-                marker_color=color(index),
+                marker_color=colors[row["gpu"]],
                 boxpoints=False,
+                hovertext=counts,
             )
         )
     fig.update_layout(
         title={"text": f"{safe(metric)} per GPU type (box: quartiles, whiskers: 5–95%)", "x": 0.01},
-        yaxis={"type": "log", "title": safe(metric)},
+        xaxis={"type": "category", "title": {"text": "GPU type"}},
+        yaxis={"type": "log", "title": {"text": safe(metric)}},
         height=380,
         template="plotly_white",
         showlegend=False,
-        margin={"l": 60, "r": 10, "t": 40, "b": 80},
+        margin={"l": 60, "r": 10, "t": 40, "b": 60},
+    )
+    return fig
+
+
+def ratio_figure(pairs: Sequence[dict[str, Any]], *, metric: str = "k3_kl") -> go.Figure:
+    """Each pair's ratio of medians with its interval, on a log axis with 1 (no difference)
+    marked: an interval that crosses the line does not tell the GPU types apart."""
+    shown = [p for p in pairs if p.get("ratio") is not None]
+    labels = [f"{safe(p['a'])} / {safe(p['b'])}" for p in shown]
+    fig = go.Figure(
+        go.Scatter(
+            x=[p["ratio"] for p in shown],
+            y=labels,
+            mode="markers",
+            marker={"size": 10, "color": color(0)},
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [p["ci_high"] - p["ratio"] for p in shown],
+                "arrayminus": [p["ratio"] - p["ci_low"] for p in shown],
+            },
+            hovertext=[safe(p["sentence"]) for p in shown],
+            hoverinfo="text",
+            name="ratio",
+        )
+    )
+    fig.add_vline(x=1.0, line={"color": "#888888", "dash": "dash", "width": 1})
+    fig.update_layout(
+        title={"text": f"ratio of median {safe(metric)} (95% interval)", "x": 0.01},
+        xaxis={"type": "log", "title": {"text": "ratio (A / B)"}},
+        yaxis={"type": "category", "automargin": True},
+        height=max(200, 80 + 50 * len(shown)),
+        template="plotly_white",
+        showlegend=False,
+        margin={"l": 60, "r": 20, "t": 40, "b": 50},
+    )
+    return fig
+
+
+def bucket_curves_figure(rows: Sequence[dict[str, Any]], *, value: str = "mean_k3") -> go.Figure:
+    """Mismatch per token-probability bucket, one line per GPU type (bucket rows grouped by
+    GPU): where in the probability range the GPU types differ."""
+    groups = per_bucket(rows)
+    colors = gpu_colors(groups)
+    fig = go.Figure()
+    for gpu, buckets in sorted(groups.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=[bucket_label(b["lo"], b["hi"]) for b in buckets],
+                y=[b[value] for b in buckets],
+                mode="lines+markers",
+                name=safe(gpu),
+                line={"color": colors[gpu]},
+                hovertext=[f"{int(b['tokens'])} tokens" for b in buckets],
+            )
+        )
+    fig.update_layout(
+        title={"text": f"{value.replace('_', ' ')} per token-probability bucket", "x": 0.01},
+        xaxis={"type": "category", "title": {"text": "p = exp(rollout logprob)"}},
+        yaxis={"type": "log", "title": {"text": value.replace("_", " ")}},
+        height=380,
+        template="plotly_white",
+        legend=LEGEND_ON_TOP,
+        margin={"l": 60, "r": 10, "t": 70, "b": 60},
     )
     return fig

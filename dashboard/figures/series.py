@@ -16,6 +16,7 @@ import numpy as np
 import plotly.io as pio
 
 from dashboard.analysis import ema, running_mean
+from dashboard.figures.legend import LEGEND_ON_TOP
 from dashboard.figures.text import safe
 from dashboard.palette import NONFINITE, color, faint
 from server.domain.series import bucket_value, has_nonfinite
@@ -186,14 +187,17 @@ def series_figure(
     weight: float = 0.6,
     annotations: Sequence[dict[str, Any]] = (),
     alerts: Sequence[dict[str, Any]] = (),
+    segments: Sequence[dict[str, Any]] = (),
     height: int = 300,
 ) -> Figure:
-    """Curves of one metric group (several metrics or several runs) on one axis."""
+    """Curves of one metric group (several metrics or several runs) on one axis; `segments`
+    (a run's GPU segments, when it changed GPU type) shade the steps of each GPU in its colour."""
     traces: list[Trace] = []
     for index, (name, points) in enumerate(series):
         add_series(traces, name, points, index, x_axis=x_axis, smoothing=smoothing, weight=weight)
-    shapes = []
+    shapes: list[dict[str, Any]] = []
     if x_axis == "step":
+        shapes += segment_bands(segments)
         noted = [n for n in annotations if n.get("step") is not None]
         for note in noted:
             dash = "dot" if note.get("kind") == "weight_update" else "dash"
@@ -227,8 +231,8 @@ def series_figure(
         {
             "title": {"text": safe(title), "x": 0.01, "font": {"size": 14}},
             "height": height,
-            "margin": {"l": 50, "r": 10, "t": 35, "b": 30},
-            "legend": {"orientation": "h", "y": -0.18},
+            "margin": {"l": 50, "r": 10, "t": 55, "b": 40},
+            "legend": LEGEND_ON_TOP,
             "yaxis": {"type": "log" if log_y else "linear"},
             "yaxis2": {"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
             "xaxis": {
@@ -239,6 +243,30 @@ def series_figure(
             "uirevision": title,
         },
     )
+
+
+def segment_bands(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Shaded step ranges, one colour per GPU type (by name order among the run's GPU types),
+    drawn only when the run has more than one segment: one GPU throughout needs no shading."""
+    if len(segments) < 2:
+        return []
+    order = {gpu: i for i, gpu in enumerate(sorted({s["gpu"] for s in segments}))}
+    return [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": s["first_step"] - 0.5,
+            "x1": s["last_step"] + 0.5,
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": faint(color(order[s["gpu"]]), 0.12),
+            "line": {"width": 0},
+            "layer": "below",
+            "name": safe(s["gpu"]),
+        }
+        for s in segments
+    ]
 
 
 def zoomed(fig: Figure, step_min: int | None, step_max: int | None) -> Figure:

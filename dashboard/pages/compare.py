@@ -13,6 +13,7 @@ from dashboard.figures.series import difference_figure, series_figure, zoomed
 from dashboard.figures.text import rollups_note
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
+from server.domain import urls
 from server.domain.metrics import COMPARE, HEADLINE, LOG_SCALE
 from server.domain.parity import diff
 from server.domain.series import bucket_value, has_nonfinite
@@ -31,6 +32,11 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     return html.Div(
         [
             html.H2("Compare"),
+            dcc.Link(  # kept current by the hardware page's `link_from_compare`
+                "hardware view of these runs",
+                id=ids.CMP_HARDWARE_LINK,
+                href=urls.hardware_view(runs=chosen),
+            ),
             dcc.Store(id=ids.CMP_WINDOW, data=window),
             dcc.Dropdown(
                 id=ids.CMP_RUNS,

@@ -1,80 +1,203 @@
-"""Hardware page: the mismatch distribution per GPU type, and how many steps stand behind it."""
+"""Hardware page: is it the GPU or the config? GPU types compared like for like.
+
+Runs are selected by id (from the compare view), by project and by label; among them, only the
+runs that share every parity-relevant setting (or a picked label or config key) are put side by
+side, and the others are listed with the setting that keeps them out. Each pair of GPU types
+gets its ratio of medians with a bootstrap interval and a sentence; the report button downloads
+the same comparison as a self-contained HTML page.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
 from dashboard.components import DataTable
-from dashboard.figures.buckets import buckets_figure
-from dashboard.figures.hardware import hardware_figure
+from dashboard.figures.hardware import bucket_curves_figure, hardware_figure, ratio_figure
 from dashboard.query import QueryLike, dump
+from dashboard.report import hardware_report
 from dashboard.urlstate import as_list, encode
+from server.domain import urls
+from server.errors import MonitorError
+
+GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
+EXCLUDED_COLUMNS = ("name", "run_id", "gpu", "setting", "value", "group_value")
+CELL = {"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left"}
+
+
+def _input(id_: str, value: str | None, placeholder: str, width: str = "220px") -> Any:
+    return dcc.Input(
+        id=id_,
+        value=value or "",
+        placeholder=placeholder,
+        debounce=True,
+        style={"width": width, "marginRight": "8px"},
+    )
 
 
 def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     projects = query.projects()
+    runs = as_list(params.get("runs"))
+    project = params.get("project") or (None if runs else next(iter(projects), None))
     return html.Div(
         [
-            html.H2("Hardware"),
-            dcc.Dropdown(
-                id=ids.HW_PROJECT,
-                options=[{"label": p, "value": p} for p in projects],
-                value=params.get("project") or (projects[0] if projects else None),
-                placeholder="project",
-                style={"width": "300px"},
+            html.H2("Hardware: GPU types compared like for like"),
+            html.Div(
+                [
+                    dcc.Dropdown(
+                        id=ids.HW_PROJECT,
+                        options=[{"label": p, "value": p} for p in projects],
+                        value=project,
+                        placeholder="project",
+                        style={"width": "260px", "marginRight": "8px"},
+                    ),
+                    _input(ids.HW_METRIC, params.get("metric") or "k3_kl", "metric", "140px"),
+                    _input(
+                        ids.HW_GROUP_BY, params.get("group_by"), "parity, label:KEY, config:KEY"
+                    ),
+                    _input(ids.HW_LABEL, params.get("label"), "only runs with label KEY=VALUE"),
+                    html.Button("download report", id=ids.HW_REPORT_BUTTON),
+                    dcc.Download(id=ids.HW_REPORT),
+                ],
+                style={"display": "flex", "alignItems": "center", "gap": "4px"},
             ),
-            dcc.Store(id="hardware-runs", data=as_list(params.get("runs"))),
+            dcc.Store(id=ids.HW_RUNS, data=runs),
+            html.P(id=ids.HW_NOTE, style={"color": "#555"}),
+            html.Ul(id=ids.HW_PAIRS),
             dcc.Graph(id=ids.HW_GRAPH, config={"displaylogo": False}),
             DataTable(
                 id=ids.HW_TABLE,
-                columns=[
-                    {"name": n, "id": n}
-                    for n in ("gpu", "runs", "actors", "steps", "nonfinite", "median", "p95")
-                ],
+                columns=[{"name": n, "id": n} for n in GPU_COLUMNS],
                 data=[],
-                style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left"},
+                style_cell=CELL,
             ),
+            dcc.Graph(id=ids.HW_RATIOS, config={"displaylogo": False}),
             dcc.Graph(id=ids.HW_BUCKETS, config={"displaylogo": False}),
+            html.H4("Runs left out (a setting differs from the compared group)"),
+            DataTable(
+                id=ids.HW_EXCLUDED,
+                columns=[{"name": n.replace("_", " "), "id": n} for n in EXCLUDED_COLUMNS],
+                data=[],
+                style_cell=CELL,
+            ),
         ]
     )
+
+
+def cell(value: Any) -> Any:
+    """A table cell: floats to 3 significant digits, an unset setting as a dash, never None."""
+    if value is None:
+        return "—"
+    return f"{value:.3g}" if isinstance(value, float) else value
+
+
+def view(found: dict[str, Any], bucket_rows: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """What the page draws from a comparison (`HardwareComparisonOut` as a dict): the note, the
+    pair sentences, the box plot, the GPU table, the ratios, the bucket curves, the left-out
+    runs. Without a like-for-like group the box plot shows every selected run, pooled."""
+    metric = found["metric"]
+    group = found["groups"][0] if found["groups"] else None
+    boxes = group["distribution"] if group else found["data"]
+    gpus = group["gpus"] if group else []
+    pairs = group["pairs"] if group else []
+    return (
+        found["note"],
+        [html.Li(p["sentence"]) for p in pairs],
+        hardware_figure(boxes, metric=metric),
+        [{k: cell(g[k]) for k in GPU_COLUMNS} for g in gpus],
+        ratio_figure(pairs, metric=metric),
+        bucket_curves_figure(bucket_rows),
+        [{k: cell(e[k]) for k in EXCLUDED_COLUMNS} for e in found["excluded"]],
+    )
+
+
+def _selection(
+    project: str | None, runs: list[str] | None, label: str | None, group_by: str | None
+) -> dict[str, Any]:
+    return {
+        "run_ids": runs or None,
+        "project": project or None,
+        "label": (label or "").strip() or None,
+        "group_by": (group_by or "").strip() or None,
+    }
 
 
 def register(app: Any, query: QueryLike, **_: Any) -> None:
+    inputs = (
+        Input(ids.HW_PROJECT, "value"),
+        Input(ids.HW_RUNS, "data"),
+        Input(ids.HW_LABEL, "value"),
+        Input(ids.HW_GROUP_BY, "value"),
+        Input(ids.HW_METRIC, "value"),
+    )
+
     @app.callback(
+        Output(ids.HW_NOTE, "children"),
+        Output(ids.HW_PAIRS, "children"),
         Output(ids.HW_GRAPH, "figure"),
         Output(ids.HW_TABLE, "data"),
+        Output(ids.HW_RATIOS, "figure"),
         Output(ids.HW_BUCKETS, "figure"),
-        Input(ids.HW_PROJECT, "value"),
-        Input("hardware-runs", "data"),
+        Output(ids.HW_EXCLUDED, "data"),
+        *inputs,
     )
-    def draw(project: str | None, runs: list[str] | None) -> Any:
-        run_ids = runs or [r.id for r in query.list_runs(project=project, limit=2000)]
-        rows = (
-            dump(query.hardware(metric="k3_kl", run_ids=run_ids or None, project=project))
-            if run_ids
-            else []
+    def draw(
+        project: str | None,
+        runs: list[str] | None,
+        label: str | None,
+        group_by: str | None,
+        metric: str | None,
+    ) -> Any:
+        selection = _selection(project, runs, label, group_by)
+        try:
+            found = dump(query.hardware_comparison(metric=metric or "k3_kl", **selection))
+        except MonitorError as exc:  # a refused selection: say what was wrong, draw nothing
+            message = exc.message
+            empty = {"metric": metric or "k3_kl", "groups": [], "data": [], "excluded": []}
+            return (f"Nothing to compare: {message}", *view({**empty, "note": ""}, [])[1:])
+        group = found["groups"][0] if found["groups"] else None
+        bucket_rows = dump(query.buckets(group["run_ids"], group_by="gpu")) if group else []
+        return view(found, bucket_rows)
+
+    @app.callback(
+        Output(ids.HW_REPORT, "data"),
+        Input(ids.HW_REPORT_BUTTON, "n_clicks"),
+        *(State(i.component_id, i.component_property) for i in inputs),
+        prevent_initial_call=True,
+    )
+    def report(
+        _: int | None,
+        project: str | None,
+        runs: list[str] | None,
+        label: str | None,
+        group_by: str | None,
+        metric: str | None,
+    ) -> dict[str, str]:
+        """The comparison as a self-contained HTML file, read as the signed-in reader."""
+        page = hardware_report(
+            query, metric=metric or "k3_kl", **_selection(project, runs, label, group_by)
         )
-        table = [
-            {
-                k: (f"{row[k]:.3g}" if isinstance(row[k], float) else row[k])
-                for k in ("gpu", "runs", "actors", "steps", "nonfinite", "median", "p95")
-            }
-            for row in rows
-        ]
-        bucket_rows = dump(query.buckets(run_ids, group_by="gpu")) if run_ids else []
-        return (
-            hardware_figure(rows),
-            table,
-            buckets_figure(bucket_rows, title="buckets per GPU type"),
-        )
+        return {"content": page, "filename": f"hardware-{metric or 'k3_kl'}.html"}
+
+    @app.callback(Output(ids.CMP_HARDWARE_LINK, "href"), Input(ids.CMP_RUNS, "value"))
+    def link_from_compare(runs: list[str] | None) -> str:
+        """The compare page's "hardware view of these runs": its selection carries over."""
+        return urls.hardware_view(runs=runs or [])
 
     @app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
-        Input(ids.HW_PROJECT, "value"),
+        *inputs,
         prevent_initial_call=True,
     )
-    def sync_url(project: str | None) -> str:
-        return encode({"project": project})
+    def sync_url(
+        project: str | None,
+        runs: list[str] | None,
+        label: str | None,
+        group_by: str | None,
+        metric: str | None,
+    ) -> str:
+        metric = None if metric in (None, "", "k3_kl") else metric
+        state = {"runs": runs, "project": project, "label": label, "group_by": group_by}
+        return encode({**state, "metric": metric})

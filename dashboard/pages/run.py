@@ -22,7 +22,7 @@ from dashboard.figures.series import series_figure
 from dashboard.figures.text import ROLLUPS_ONLY
 from dashboard.pages import run_data, run_exemplars
 from dashboard.pages.run_data import groups_for
-from dashboard.query import AlertsLike, QueryLike
+from dashboard.query import AlertsLike, QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
 from server.errors import Conflict, NotFound
@@ -60,7 +60,7 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
             html.H2(detail.name, id=ids.RUN_TITLE),
             html.Div(
                 f"{detail.id} · project {detail.project} · {detail.status} · last step "
-                f"{detail.last_step} · GPUs: {', '.join(detail.gpus) or 'unknown'}"
+                f"{_or_dash(detail.last_step)} · GPUs: {', '.join(detail.gpus) or 'unknown'}"
                 + (f" · {ROLLUPS_ONLY}" if detail.raw_dropped else ""),
                 id=ids.RUN_SUBTITLE,
                 style={"color": "#555", "marginBottom": "8px"},
@@ -82,13 +82,24 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
             html.H4("Annotations"),
             html.Ul(
                 [
-                    html.Li(f"step {a.step if a.step is not None else '—'} · {a.kind} · {a.text}")
-                    for a in detail.annotations[-50:]
+                    html.Li(f"step {_or_dash(a['step'])} · {a['kind']} · {a['text']}")
+                    for a in _notes(detail)[-50:]
                 ],
                 id=ids.RUN_ANNOTATIONS,
             ),
         ]
     )
+
+
+def _or_dash(value: Any) -> Any:
+    return "—" if value is None else value
+
+
+def _notes(detail: Any) -> list[dict[str, Any]]:
+    """The run's annotations and its GPU changes, in step order (unstepped ones first)."""
+    switches = run_data.gpu_switch_notes(run_data.switched_segments(dump(detail.gpu_segments)))
+    notes = [dump(a) for a in detail.annotations] + switches
+    return sorted(notes, key=lambda n: (n["step"] is not None, n["step"] or 0))
 
 
 def _choose_project(run_id: str, error: Conflict) -> Any:
@@ -304,7 +315,7 @@ def panels(
     scope: list[str] | None = None,
 ) -> list[Any]:
     """One chart per panel there is data for."""
-    notes = run_data.annotation_rows(query, run_id, scope)
+    notes, segments = run_data.annotation_rows(query, run_id, scope)
     marks = run_data.alert_marks(alerts, run_id, scope)
     return [
         _panel(
@@ -319,6 +330,7 @@ def panels(
                 weight=float(style.weight if style.weight is not None else 0.6),
                 annotations=notes,
                 alerts=marks,
+                segments=segments,
             ),
         )
         for name, metrics, log_default in groups_for(set(data), extra)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -120,11 +121,36 @@ def alert_marks(
     return [{"step": a.step, "rule": a.rule_name, "state": a.state} for a in found]
 
 
+def switched_segments(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GPU segments worth drawing: those of the first source (by name) whose GPU type
+    changed during the run; none when every source kept one GPU type."""
+    for source in sorted({s["source"] for s in segments}):
+        mine = [s for s in segments if s["source"] == source]
+        if len(mine) > 1:
+            return mine
+    return []
+
+
+def gpu_switch_notes(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One annotation per change of GPU type: "GPU: A → B at step s"."""
+    return [
+        {
+            "step": after["first_step"],
+            "kind": "gpu_change",
+            "text": f"GPU: {before['gpu']} → {after['gpu']} at step {after['first_step']}",
+        }
+        for before, after in itertools.pairwise(segments)
+    ]
+
+
 def annotation_rows(
     query: QueryLike, run_id: str, scope: list[str] | None = None
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The run's annotations (its GPU changes among them) and the GPU segments to shade."""
     try:
-        return [dump(a) for a in query.get_run(run_id, projects=scope).annotations]
+        detail = query.get_run(run_id, projects=scope)
     except Exception:
         log.exception("could not read the annotations of run %s", run_id)
-        return []
+        return [], []
+    segments = switched_segments(dump(detail.gpu_segments))
+    return [dump(a) for a in detail.annotations] + gpu_switch_notes(segments), segments

@@ -182,6 +182,39 @@ def pooled_medians(
     return out
 
 
+def log_medians(
+    runs: Sequence[FloatArray],
+    *,
+    n_boot: int,
+    rng: np.random.Generator,
+    fixed_block: int | None,
+    max_steps: int,
+) -> FloatArray:
+    """Logs of `n_boot` replicate pooled medians of one side (one GPU type's runs).
+
+    Each run is thinned to `max_steps` values first and cut into blocks of `fixed_block` steps,
+    or of its own `block_length` when None. A replicate median of 0 counts as the smallest
+    positive float so the logs stay finite. One side's replicates can serve every pair it is in:
+    the sides of a pair are resampled independently anyway.
+    """
+    thinned = [thin(run, max_steps) for run in runs]
+    blocks = [fixed_block or block_length(run) for run in thinned]
+    medians = pooled_medians(thinned, blocks, n_boot, rng)
+    return np.asarray(np.log(np.maximum(medians, np.finfo(np.float64).tiny)), dtype=np.float64)
+
+
+def percentile_interval(
+    logs_a: FloatArray, logs_b: FloatArray, level: float
+) -> tuple[float, float]:
+    """Percentile interval of A over B from the two sides' replicate log-medians.
+
+    On the log scale the interval of B over A is exactly the reciprocal of that of A over B.
+    """
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.exp(np.quantile(logs_a - logs_b, [tail, 1.0 - tail]))
+    return float(lo), float(hi)
+
+
 def log_ratio_interval(
     runs_a: Sequence[FloatArray],
     runs_b: Sequence[FloatArray],
@@ -192,19 +225,10 @@ def log_ratio_interval(
     fixed_block: int | None,
     max_steps: int,
 ) -> tuple[float, float]:
-    """Percentile interval of the ratio of pooled medians, A over B, taken on the log scale.
-
-    Both sides are resampled independently, each run thinned to `max_steps` values first and
-    cut into blocks of `fixed_block` steps, or of its own `block_length` when None. On the log
-    scale the interval of B over A is exactly the reciprocal of that of A over B; a replicate
-    median of 0 counts as the smallest positive float so the logs stay finite.
-    """
-    logs = []
-    for runs in (runs_a, runs_b):
-        thinned = [thin(run, max_steps) for run in runs]
-        blocks = [fixed_block or block_length(run) for run in thinned]
-        medians = pooled_medians(thinned, blocks, n_boot, rng)
-        logs.append(np.log(np.maximum(medians, np.finfo(np.float64).tiny)))
-    tail = (1.0 - level) / 2.0
-    lo, hi = np.exp(np.quantile(logs[0] - logs[1], [tail, 1.0 - tail]))
-    return float(lo), float(hi)
+    """Percentile interval of the ratio of pooled medians, A over B, taken on the log scale;
+    both sides resampled independently (`log_medians`)."""
+    logs = [
+        log_medians(runs, n_boot=n_boot, rng=rng, fixed_block=fixed_block, max_steps=max_steps)
+        for runs in (runs_a, runs_b)
+    ]
+    return percentile_interval(logs[0], logs[1], level)

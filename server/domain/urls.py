@@ -67,3 +67,23 @@ def parity_view(reports: Sequence[str], *, step: int | None = None) -> str:
 
 def absolute(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + path
+
+
+def hardware_view(
+    *,
+    runs: Sequence[str] = (),
+    project: str | None = None,
+    label: str | None = None,
+    group_by: str | None = None,
+    metric: str | None = None,
+) -> str:
+    """The hardware page for a selection of runs (ids, a project, a label filter), compared
+    like for like on `group_by` (parity, label:KEY or config:KEY)."""
+    state = {
+        "runs": list(runs),
+        "project": project,
+        "label": label,
+        "group_by": group_by,
+        "metric": metric,
+    }
+    return HARDWARE + query_string(state)

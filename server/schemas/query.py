@@ -70,6 +70,15 @@ class ActorOut(Out):
     steps: int
 
 
+class GpuSegmentOut(Out):
+    """A stretch of a run on one GPU type (a run resumed on other hardware has two)."""
+
+    source: str
+    gpu: str = Field(description="GPU type; several joined by '+' when a step's actors differ")
+    first_step: int
+    last_step: int
+
+
 class AnnotationOut(Out):
     id: str
     run_id: str
@@ -93,6 +102,9 @@ class RunDetailOut(RunSummaryOut):
     config: dict[str, Any]
     actors: list[ActorOut]
     annotations: list[AnnotationOut]
+    gpu_segments: list[GpuSegmentOut] = Field(
+        default_factory=list, description="Per source, the run's GPU types in step order"
+    )
 
 
 class MetricOut(Out):

@@ -2,7 +2,7 @@
 
 Returns the `…Out` models of `server/schemas/query.py`. Access control (which projects a caller
 may read) is passed in as `projects`; None means every project. Runs, summaries and trends are
-in `runs_query.py`; the series, bucket and hardware reads here.
+in `runs_query.py`, hardware in `hardware_query.py`; the series and bucket reads here.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from server.errors import Rejected
-from server.schemas.query import BucketRowOut, BucketStepOut, HardwareOut, SeriesOut
-from server.services.runs_query import RunQueries
-from server.storage import aggregates, runs, series
+from server.schemas.query import BucketRowOut, BucketStepOut, SeriesOut
+from server.services.hardware_query import HardwareQueries
+from server.storage import aggregates, series
 from server.storage.aggregates import GroupBy
 
 MAX_POINTS_LIMIT = 100_000
 MAX_GRID = 200  # series in one overlay or run-page read
 
 
-class QueryService(RunQueries):
+class QueryService(HardwareQueries):
     # -- series -----------------------------------------------------------------------------
     def series(
         self,
@@ -156,23 +156,6 @@ class QueryService(RunQueries):
                 dropped=row.raw_dropped_at is not None,
             )
         return [BucketStepOut.model_validate(r._mapping) for r in rows]
-
-    def hardware(
-        self,
-        *,
-        metric: str = "k3_kl",
-        run_ids: Sequence[str] | None = None,
-        project: str | None = None,
-        projects: Sequence[str] | None = None,
-    ) -> list[HardwareOut]:
-        with self._db.read() as conn:
-            if run_ids:
-                pks = [self._run(conn, run_id, projects).pk for run_id in run_ids]
-            else:
-                rows = runs.rows(conn, project=project, projects=projects, limit=10_000)
-                pks = [r.pk for r in rows]
-            out = aggregates.hardware_rows(conn, self._db.dialect, metric=metric, run_pks=pks)
-        return [HardwareOut.model_validate(row) for row in out]
 
 
 def check_range(

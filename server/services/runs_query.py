@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from server.analysis.hardware import gpu_segments
 from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
 from server.domain.metrics import HEADLINE, LATEST
 from server.domain.names import ExemplarKind, RunKind, RunStatus
@@ -21,6 +22,7 @@ from server.schemas.query import (
     ActorOut,
     AnnotationOut,
     ExemplarOut,
+    GpuSegmentOut,
     MetricOut,
     RunConfigOut,
     RunDetailOut,
@@ -136,6 +138,7 @@ class RunQueries:
             row = self._run(conn, run_id, projects, with_config=True)
             (summary,) = self._summaries(conn, [row])
             actor_rows = runs.actors(conn, row.pk)
+            spans = runs.segments(conn, row.pk)
             annotations = notes.rows(conn, row.pk)
         return RunDetailOut(
             **summary.model_dump(),
@@ -144,6 +147,7 @@ class RunQueries:
             annotations=[
                 AnnotationOut.model_validate({**n._mapping, "run_id": row.id}) for n in annotations
             ],
+            gpu_segments=_segments(spans),
         )
 
     def run_configs(
@@ -266,6 +270,25 @@ def _one(run_id: str, rows: Sequence[Any]) -> Any:
             detail={"projects": projects},
         )
     return rows[0]
+
+
+def _segments(spans: Sequence[Any]) -> list[GpuSegmentOut]:
+    """A run's GPU segments per source, from its actors' stored segments: each actor segment's
+    first and last step stand for it (`gpu_segments` merges them, a step whose actors name
+    different GPUs is a mixed fleet)."""
+    out = []
+    for source in sorted({s.source for s in spans}):
+        ends = [
+            (step, s.gpu)
+            for s in spans
+            if s.source == source
+            for step in (s.first_step, s.last_step)
+        ]
+        out += [
+            GpuSegmentOut(source=source, gpu=g.gpu, first_step=g.first_step, last_step=g.last_step)
+            for g in gpu_segments(ends)
+        ]
+    return out
 
 
 def _label_filter(text: str | None) -> LabelFilter | None:

@@ -185,17 +185,18 @@ _HW_SEGMENTS = (
     "a.last_step, count(*) OVER (PARTITION BY s.id) AS n FROM series s LEFT JOIN actors a "
     "ON a.run_pk = s.run_pk AND a.source = s.source AND a.actor = s.actor WHERE s.id IN :sids"
 )
+_HW_TAGGED = (
+    "SELECT g.gpu, g.run_pk, g.sid, v.step, v.value FROM v JOIN g ON g.sid = v.series_id "
+    "WHERE g.n = 1 UNION ALL SELECT g.gpu, g.run_pk, g.sid, v.step, v.value FROM v JOIN g "
+    "ON g.sid = v.series_id AND v.step BETWEEN g.first_step AND g.last_step WHERE g.n > 1"
+)  # each value with its GPU: its actor's segment at that step
 _HW_FINITE = "value > '-Infinity'::DOUBLE PRECISION AND value < 'Infinity'::DOUBLE PRECISION"
 
 
 def _hardware_query(dialect: str) -> sa.TextClause:
     """Values tagged with their GPU; sums per (GPU, series) first, so that counting runs and
     actors reads a few rows per series, not every value; quantiles over each GPU's values."""
-    tagged = (
-        "SELECT g.gpu, g.run_pk, g.sid, v.value FROM v JOIN g ON g.sid = v.series_id "
-        "WHERE g.n = 1 UNION ALL SELECT g.gpu, g.run_pk, g.sid, v.value FROM v JOIN g "
-        "ON g.sid = v.series_id AND v.step BETWEEN g.first_step AND g.last_step WHERE g.n > 1"
-    )
+    tagged = _HW_TAGGED
     fin = _HW_FINITE
     per_series = (
         f"SELECT gpu, run_pk, sid, count(*) FILTER (WHERE {fin}) AS steps, "
@@ -214,6 +215,27 @@ def _hardware_query(dialect: str) -> sa.TextClause:
         "sids",
         "dropped",
     )
+
+
+def hardware_values(
+    conn: Connection, *, metric: str, run_pks: Sequence[int], stride: int = 1
+) -> dict[str, Any]:
+    """The finite values of a metric in the given runs, each with its GPU (its actor's segment
+    at that step), run and step, ordered by run, GPU and step: what a bootstrap over runs and
+    blocks of steps resamples. `stride` keeps the steps that are multiples of it (a fixed
+    thinning that bounds what a long history sends back). Columns gpu, run_pk, step, value."""
+    sids, dropped, metric_id = _metric_series(conn, metric, run_pks)
+    if not sids:
+        return {"gpu": [], "run_pk": [], "step": [], "value": []}
+    query = sql.text(
+        f"WITH v AS ({_HW_VALUES}), g AS ({_HW_SEGMENTS}), t AS ({_HW_TAGGED}) "
+        f"SELECT gpu, run_pk, step, value FROM t WHERE {_HW_FINITE} AND step % :stride = 0 "
+        "ORDER BY run_pk, gpu, step, sid",
+        "sids",
+        "dropped",
+    )
+    params = {"sids": sids, "dropped": dropped or [-1], "metric_id": metric_id, "stride": stride}
+    return sql.fetch_columns(conn, query, params)
 
 
 def _metric_series(

@@ -106,6 +106,19 @@ def test_weight_update_is_timed_and_annotated() -> None:
     assert any("v2" in n for n in run.notes)
 
 
+def test_weight_update_notes_name_versions_and_never_none() -> None:
+    run = Recorder()
+    collector = RolloutCollector(run, engine())
+    collector.observe(outputs(), step=1)
+    with collector.weight_update(1):
+        pass
+    with collector.weight_update(2):
+        pass
+    notes = [n for n in run.notes if n.startswith("weight update")]
+    assert [n.split(" (")[0] for n in notes] == ["weight update first v1", "weight update v1 → v2"]
+    assert not any("None" in n for n in notes)
+
+
 @pytest.mark.parametrize(
     ("mode", "sampling", "prefix", "expect"),
     [

@@ -31,6 +31,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/runs/{run_id}/bucket-steps"): "read",
     ("GET", "/api/v1/runs/{run_id}/exemplars"): "read",
     ("GET", "/api/v1/hardware"): "read",
+    ("GET", "/api/v1/hardware/report"): "read",
     ("POST", "/api/v1/tokens"): "admin",
     ("GET", "/api/v1/tokens"): "admin",
     ("DELETE", "/api/v1/tokens/{token_id}"): "admin",
@@ -61,6 +62,7 @@ QUERY = {
     "/api/v1/series": {"runs": ALPHA_RUN, "metric": "k3_kl"},
     "/api/v1/trends": {"runs": ALPHA_RUN},
     "/api/v1/hardware": {"runs": ALPHA_RUN},
+    "/api/v1/hardware/report": {"runs": ALPHA_RUN},
 }
 RULE = {"project": "alpha", "name": "r", "kind": "threshold", "metric": "k3_kl",
         "params": {"threshold": 1e9, "direction": "above"}}  # fmt: skip

@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 
+from dashboard.report import hardware_report
 from server.api.deps import QueryDep, ReaderDep, ScopeDep
 from server.api.responses import model_response
 from server.domain.names import ExemplarKind, RunKind
 from server.domain.names import RunSort as Sort
 from server.errors import Rejected
+from server.schemas.hardware import HardwareComparisonOut
 from server.schemas.query import (
     BucketRowOut,
     BucketStepOut,
     ExemplarOut,
-    HardwareOut,
     ListOut,
     MetricOut,
     RunDetailOut,
@@ -259,19 +260,73 @@ def get_bucket_steps(
     return model_response(ListOut(data=data, count=len(data)))
 
 
-@router.get("/hardware", response_model=ListOut[HardwareOut])
+HardwareMetric = Annotated[
+    str, Query(min_length=1, max_length=200, description="The metric compared (default k3_kl)")
+]
+HardwareRuns = Annotated[
+    str | None, Query(max_length=10_000, description="Run ids a,b,c (default: the project's)")
+]
+HardwareLabel = Annotated[
+    str | None, Query(max_length=300, description="Only runs whose labels match KEY=VALUE or KEY")
+]
+GroupByParam = Annotated[
+    str | None,
+    Query(
+        max_length=300,
+        description="What runs must share to be compared: parity (every parity-relevant "
+        "setting, the default), label:KEY or config:KEY",
+    ),
+]
+NBoot = Annotated[int, Query(ge=100, le=5000, description="Bootstrap resamples per GPU type")]
+
+
+@router.get("/hardware", response_model=HardwareComparisonOut)
 def get_hardware(
     query: QueryDep,
     principal: ReaderDep,
-    metric: Name = "k3_kl",
-    runs: Annotated[str | None, Query(max_length=10_000)] = None,
+    metric: HardwareMetric = "k3_kl",
+    runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
+    label: HardwareLabel = None,
+    group_by: GroupByParam = None,
+    n_boot: NBoot = 1000,
 ) -> Response:
-    """Distribution of a metric per GPU type, over the given runs or a whole project."""
-    data = query.hardware(
+    """A metric per GPU type over the selected runs (`data`, pooled), and like for like: the
+    group of runs that share the compared settings, ratios of medians between GPU types with
+    block-bootstrap intervals, and the runs left out with the setting that keeps them out."""
+    data = query.hardware_comparison(
         metric=metric,
         run_ids=_split(runs, "runs", "run ids") if runs else None,
         project=project,
+        label=label,
+        group_by=group_by,
+        n_boot=n_boot,
         projects=principal.narrowed(project),
     )
-    return model_response(ListOut(data=data, count=len(data)))
+    return model_response(data)
+
+
+@router.get("/hardware/report", response_class=HTMLResponse)
+def get_hardware_report(
+    query: QueryDep,
+    principal: ReaderDep,
+    metric: HardwareMetric = "k3_kl",
+    runs: HardwareRuns = None,
+    project: Annotated[str | None, Query(max_length=128)] = None,
+    label: HardwareLabel = None,
+    group_by: GroupByParam = None,
+    n_boot: NBoot = 1000,
+) -> HTMLResponse:
+    """The same comparison as one self-contained HTML page (figures and plotly.js inlined), for
+    a write-up or an incident review."""
+    page = hardware_report(
+        query,
+        metric=metric,
+        run_ids=_split(runs, "runs", "run ids") if runs else None,
+        project=project,
+        label=label,
+        group_by=group_by,
+        n_boot=n_boot,
+        projects=principal.narrowed(project),
+    )
+    return HTMLResponse(page)

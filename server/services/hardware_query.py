@@ -1,0 +1,271 @@
+"""The query layer's hardware reads: the pooled per-GPU distribution and the like-for-like
+post-mortem (group, per-GPU figures, ratios with bootstrap intervals, runs left out).
+
+The database does what it does well (which values belong to which GPU segment, exact quantiles);
+the comparison itself is the pure `server.analysis.comparison`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import Connection
+
+from server.analysis import comparison
+from server.analysis.comparison import GpuFigures, GroupBy, Piece, RunFacts
+from server.analysis.hardware import UNKNOWN_GPU, ParityPlan
+from server.analysis.ratios import MAX_STEPS_PER_RUN
+from server.domain.parity import flatten
+from server.errors import Rejected
+from server.schemas.hardware import (
+    ExcludedOut,
+    GpuFiguresOut,
+    GroupOut,
+    HardwareComparisonOut,
+    PairOut,
+    SettingOut,
+)
+from server.schemas.query import HardwareOut
+from server.services.runs_query import RunQueries, _label_filter
+from server.storage import aggregates, runs
+
+MAX_RUNS = 10_000
+
+
+class HardwareQueries(RunQueries):
+    def hardware(
+        self,
+        *,
+        metric: str = "k3_kl",
+        run_ids: Sequence[str] | None = None,
+        project: str | None = None,
+        projects: Sequence[str] | None = None,
+    ) -> list[HardwareOut]:
+        """Per GPU type, the distribution of a metric over the given runs (or a project's)."""
+        with self._db.read() as conn:
+            rows = self._selected(conn, run_ids, project, None, projects)
+            out = self._pooled(conn, metric, [r.pk for r in rows])
+        return [HardwareOut.model_validate(row) for row in out]
+
+    def hardware_comparison(
+        self,
+        *,
+        metric: str = "k3_kl",
+        run_ids: Sequence[str] | None = None,
+        project: str | None = None,
+        label: str | None = None,
+        group_by: str | None = None,
+        n_boot: int = comparison.N_BOOT,
+        projects: Sequence[str] | None = None,
+    ) -> HardwareComparisonOut:
+        """The like-for-like comparison of GPU types over the selected runs (see module)."""
+        by = GroupBy.parse(group_by)
+        if not 100 <= n_boot <= 5000:
+            raise Rejected(f"n_boot must be between 100 and 5000 resamples, got {n_boot}")
+        with self._db.read() as conn:
+            rows = self._selected(conn, run_ids, project, label, projects)
+            keys = _keys(rows)
+            pks = {key: pk for pk, key in keys.items()}
+            pooled = self._pooled(conn, metric, list(pks.values()))
+            facts = _facts(rows, keys, runs.configs(conn, list(pks.values())))
+            pieces = _pieces(conn, metric, rows, keys)
+            plan = comparison.plan(facts, [(p.run_id, p.gpu) for p in pieces], by)
+            chosen = [] if plan.chosen is None else list(plan.chosen.run_ids)
+            in_group = [pks[run_id] for run_id in chosen]
+            group_rows = (
+                pooled if len(in_group) == len(pks) else self._pooled(conn, metric, in_group)
+            )
+        figures = _figures(group_rows, [p for p in pieces if p.run_id in set(chosen)])
+        results = comparison.pairs(
+            [p for p in pieces if p.run_id in set(chosen)], figures, metric=metric, n_boot=n_boot
+        )
+        groups = (
+            []
+            if plan.chosen is None
+            else [
+                _group(
+                    plan,
+                    figures,
+                    results,
+                    pieces,
+                    [HardwareOut.model_validate(r) for r in group_rows],
+                )
+            ]
+        )
+        return HardwareComparisonOut(
+            data=[HardwareOut.model_validate(row) for row in pooled],
+            count=len(pooled),
+            metric=metric,
+            group_by=by.text(),
+            groups=groups,
+            excluded=_excluded(plan, facts),
+            note=_note(plan, len(rows), n_boot),
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _selected(
+        self,
+        conn: Connection,
+        run_ids: Sequence[str] | None,
+        project: str | None,
+        label: str | None,
+        projects: Sequence[str] | None,
+    ) -> list[Any]:
+        """The runs asked for (by id, else a project's or every readable one), narrowed to
+        those whose labels match `label` (one filter semantics: the domain's)."""
+        wanted = _label_filter(label)
+        if run_ids:
+            found = self._runs(conn, run_ids, projects)
+        else:
+            found = runs.rows(conn, project=project, projects=projects, limit=MAX_RUNS)
+        if wanted is None:
+            return found
+        return [r for r in found if wanted.matches(runs.loads(r.labels, {}))]
+
+    def _pooled(self, conn: Connection, metric: str, pks: Sequence[int]) -> list[dict[str, Any]]:
+        if not pks:
+            return []
+        return aggregates.hardware_rows(conn, self._db.dialect, metric=metric, run_pks=pks)
+
+
+def _keys(rows: Sequence[Any]) -> dict[int, str]:
+    """How each run is named in the comparison: its id, or project/id where projects share an
+    id (run ids are per project), so two runs are never taken for one."""
+    counts = Counter(r.id for r in rows)
+    shared = {run_id for run_id, n in counts.items() if n > 1}
+    return {r.pk: f"{r.project}/{r.id}" if r.id in shared else r.id for r in rows}
+
+
+def _facts(rows: Sequence[Any], keys: dict[int, str], configs: Sequence[Any]) -> list[RunFacts]:
+    """Names, flattened configs (the parity vocabulary's flattening) and labels of the runs."""
+    config = {c.pk: flatten(runs.loads(c.config, {})) for c in configs}
+    return [
+        RunFacts(keys[r.pk], r.name or r.id, config.get(r.pk, {}), runs.loads(r.labels, {}))
+        for r in rows
+    ]
+
+
+def _pieces(
+    conn: Connection, metric: str, rows: Sequence[Any], keys: dict[int, str]
+) -> list[Piece]:
+    """Each run's finite values per known GPU type, in step order, thinned by one stride that
+    keeps the longest run near `MAX_STEPS_PER_RUN` values."""
+    if not rows:
+        return []
+    longest = max((r.last_step or 0) for r in rows) + 1
+    stride = max(1, math.ceil(longest / MAX_STEPS_PER_RUN))
+    columns = aggregates.hardware_values(conn, metric=metric, run_pks=list(keys), stride=stride)
+    gpu = np.asarray(columns["gpu"], dtype=object)
+    run_pk = np.asarray(columns["run_pk"], dtype=np.int64)
+    value = np.asarray(columns["value"], dtype=np.float64)
+    if value.size == 0:
+        return []
+    # Rows come ordered by run, GPU, step: each change of (run, GPU) starts a piece.
+    change = np.flatnonzero((run_pk[1:] != run_pk[:-1]) | (gpu[1:] != gpu[:-1])) + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [value.size]])
+    return [
+        Piece(keys[int(run_pk[s])], str(gpu[s]), value[s:e])
+        for s, e in zip(starts, ends, strict=True)
+        if str(gpu[s]) != UNKNOWN_GPU
+    ]
+
+
+def _figures(rows: Sequence[dict[str, Any]], pieces: Sequence[Piece]) -> list[GpuFigures]:
+    """The group's exact per-GPU figures (from storage), for the GPU types with pieces."""
+    known = {p.gpu for p in pieces}
+    return [
+        GpuFigures(
+            r["gpu"], int(r["runs"]), int(r["steps"]), int(r["nonfinite"]), r["median"], r["p95"]
+        )
+        for r in rows
+        if r["gpu"] in known
+    ]
+
+
+def _group(
+    plan: ParityPlan,
+    figures: Sequence[GpuFigures],
+    results: Sequence[comparison.PairResult],
+    pieces: Sequence[Piece],
+    distribution: list[HardwareOut],
+) -> GroupOut:
+    assert plan.chosen is not None
+    members = set(plan.chosen.run_ids)
+    segments = {
+        f.gpu: sum(1 for p in pieces if p.gpu == f.gpu and p.run_id in members) for f in figures
+    }
+    return GroupOut(
+        settings=[SettingOut(key=s.key, value=s.value) for s in plan.chosen.settings],
+        run_ids=list(plan.chosen.run_ids),
+        gpus=[
+            GpuFiguresOut(
+                gpu=f.gpu,
+                runs=f.runs,
+                segments=segments[f.gpu],
+                steps=f.steps,
+                nonfinite=f.nonfinite,
+                median=f.median,
+                p95=f.p95,
+            )
+            for f in figures
+        ],
+        pairs=[_pair(r) for r in results],
+        distribution=[d for d in distribution if d.gpu in segments],
+    )
+
+
+def _pair(result: comparison.PairResult) -> PairOut:
+    e = result.estimate
+    return PairOut(
+        a=result.a,
+        b=result.b,
+        ratio=None if e is None else e.ratio,
+        ci_low=None if e is None else e.lo,
+        ci_high=None if e is None else e.hi,
+        level=0.95 if e is None else e.level,
+        runs_a=0 if e is None else e.runs_a,
+        runs_b=0 if e is None else e.runs_b,
+        steps_a=0 if e is None else e.steps_a,
+        steps_b=0 if e is None else e.steps_b,
+        sentence=result.sentence,
+    )
+
+
+def _excluded(plan: ParityPlan, facts: Sequence[RunFacts]) -> list[ExcludedOut]:
+    names = {f.run_id: f.name for f in facts}
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for exclusion in plan.excluded:
+        for m in exclusion.mismatches:
+            if (exclusion.run_id, m.key) in seen:  # a resumed run: once, not per segment
+                continue
+            seen.add((exclusion.run_id, m.key))
+            out.append(
+                ExcludedOut(
+                    run_id=exclusion.run_id,
+                    name=names.get(exclusion.run_id, exclusion.run_id),
+                    gpu=exclusion.gpu,
+                    setting=m.key,
+                    value=m.value,
+                    group_value=m.group_value,
+                )
+            )
+    return out
+
+
+def _note(plan: ParityPlan, selected: int, n_boot: int) -> str:
+    if plan.chosen is None:
+        return (
+            f"No set of the {selected} selected runs that share their {plan.basis} settings "
+            "spans two GPU types: nothing is compared like for like."
+        )
+    kept = len(plan.chosen.run_ids)
+    return (
+        f"{kept} of {selected} runs share every compared setting and differ only in GPU type; "
+        f"intervals: {n_boot} block-bootstrap resamples over runs and steps."
+    )
