@@ -15,11 +15,14 @@ from tests.conftest import ROOT
 
 EXPORTED = {
     "DEFAULT_EDGES",
+    "EngineOptions",
+    "ParityReport",
     "RolloutCollector",
     "Run",
     "StepSummary",
     "compute_step_metrics",
     "init",
+    "parity",
 }
 
 
