@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from collectors._parity._report import ParityReport
+from collectors._parity._report import ParityReport, wire
 
 DEFAULT_MAX_K3 = 1e-3
 DEFAULT_MAX_ABS_RATIO_DEV_1E4 = 100.0
@@ -40,6 +40,24 @@ class GateResult:
     passed: bool
     exceeded: tuple[Exceeded, ...]
     suspicious: dict[str, str]  # flattened config key -> why its value is suspect here
+    limits: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "limits": self.limits,
+            "exceeded": [
+                {
+                    "step": x.step,
+                    "phase": x.phase,
+                    "metric": x.metric,
+                    "value": wire(x.value),
+                    "limit": x.limit,
+                }
+                for x in self.exceeded
+            ],
+            "suspicious": self.suspicious,
+        }
 
 
 def evaluate(
@@ -56,7 +74,7 @@ def evaluate(
             value = phase.metrics.get(metric, math.nan)
             if not math.isfinite(value) or abs(value) > limit:
                 exceeded.append(Exceeded(phase.step, phase.name, metric, value, limit))
-    return GateResult(not exceeded, tuple(exceeded), suspicious(report.config()))
+    return GateResult(not exceeded, tuple(exceeded), suspicious(report.config()), dict(limits))
 
 
 def suspicious(config: dict[str, Any]) -> dict[str, str]:
