@@ -3,6 +3,8 @@
     python benchmarks/collector.py [--json] [--batch 256] [--tokens 4096]
 
 - metrics: `compute_step_metrics` on B × T float32 torch tensors (CPU);
+- exemplars: the same with `exemplars=32` (top-32 |d| and a uniform 32), timed alternately with
+  the plain call so that both see the same machine load; their ratio is the exemplars' cost;
 - read pass (ceiling): one fused pass over both inputs (a sum of their difference);
 - naive (baseline): the same canonical metrics computed one at a time, each re-deriving what it
   needs from the inputs (what a first implementation tends to look like);
@@ -54,6 +56,19 @@ def timed(fn: Any, repeats: int) -> float:
         fn()
         times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
+
+
+def paired(a: Any, b: Any, repeats: int) -> tuple[float, float]:
+    """Medians of two calls timed in alternation (a, b, a, b, …) after a warm-up of each."""
+    a()
+    b()
+    times_a, times_b = [], []
+    for _ in range(repeats):
+        for fn, times in ((a, times_a), (b, times_b)):
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times_a), statistics.median(times_b)
 
 
 def naive(lr: torch.Tensor, lt: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -108,6 +123,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--exemplars", type=int, default=32)
     args = parser.parse_args()
     say = (lambda *a: None) if args.json else print
     say(f"machine: {machine()}")
@@ -116,10 +132,18 @@ def main() -> None:
     lt = lr + 0.05 * torch.randn(args.batch, args.tokens, generator=gen)
     mask = torch.rand(args.batch, args.tokens, generator=gen) < 0.9
 
-    metrics_ms = timed(lambda: compute_step_metrics(lr, lt, mask), args.repeats)
+    metrics_ms, exemplars_ms = paired(
+        lambda: compute_step_metrics(lr, lt, mask),
+        lambda: compute_step_metrics(lr, lt, mask, exemplars=args.exemplars),
+        max(args.repeats, 11),
+    )
     read_ms = timed(lambda: (lt - lr).sum().item(), args.repeats)
     naive_ms = timed(lambda: naive(lr, lt, mask), args.repeats)
     say(f"compute_step_metrics {args.batch}x{args.tokens}: {metrics_ms:.1f} ms")
+    say(
+        f"with exemplars={args.exemplars}: {exemplars_ms:.1f} ms "
+        f"({exemplars_ms / metrics_ms:.3f}x the plain call)"
+    )
     say(f"one read pass (ceiling): {read_ms:.1f} ms")
     say(f"naive one-at-a-time (baseline, {len(naive(lr, lt, mask))} metrics): {naive_ms:.1f} ms")
     latencies = sorted(enqueue_latencies(5000))
@@ -128,6 +152,8 @@ def main() -> None:
     say(f"log_metrics enqueue: p50 {p50:.1f} µs, p99 {p99:.1f} µs")
     result = {
         "metrics_ms": round(metrics_ms, 2),
+        "exemplars_ms": round(exemplars_ms, 2),
+        "exemplars_vs_metrics": round(exemplars_ms / metrics_ms, 3),
         "read_pass_ms": round(read_ms, 2),
         "naive_ms": round(naive_ms, 2),
         "metrics_vs_read_pass": round(metrics_ms / read_ms, 1),

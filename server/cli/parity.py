@@ -83,7 +83,10 @@ def parity_command(
     """Check the engine before you train: exit 0 when it agrees with the trainer within the
     gate's thresholds, 1 when not (naming the settings that explain it first)."""
     labels = _labels(label or [])
+    # In-process engine (starts in seconds, takes weight tensors directly), and vLLM's own
+    # log lines kept off stdout, where the table and --json go, unless the user asks for them.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     engine = EngineOptions(
         logprobs_mode=logprobs_mode,
         enable_prefix_caching=prefix_caching,

@@ -9,6 +9,7 @@ Pure functions from a report to lines of text, so they are tested without an eng
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 from collectors._parity import GateResult, ParityReport
@@ -56,9 +57,12 @@ def report_lines(report: ParityReport, *, worst: int = 5) -> list[str]:
         if top:
             lines += ["", f"worst tokens, step {p.step}:"]
             lines += ["  " + r for r in exemplar_rows(top)]
-    lines += ["", "effective engine config:"]
-    config = flatten(report.config())
-    lines += [f"  {k} = {v}" for k, v in config.items()]
+    lines += ["", "effective config (read back from the engine):"]
+    for section, values in report.config().items():
+        pairs = ", ".join(f"{k}={v}" for k, v in flatten(values).items())
+        lines += textwrap.wrap(
+            f"{section}: {pairs}", width=100, initial_indent="  ", subsequent_indent="    "
+        )
     return lines
 
 
