@@ -64,6 +64,14 @@ def test_import_loads_neither_numpy_nor_torch() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_the_parity_check_imports_no_engine_until_it_runs() -> None:
+    heavy = "{'numpy', 'torch', 'transformers', 'vllm'}"
+    code = f"import sys, collectors; collectors.parity; print(sorted({heavy} & set(sys.modules)))"
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 class _Accepting:
     def send(self, batch: dict[str, object]) -> Answer:
         return Answer("ok", 200)
