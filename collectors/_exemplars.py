@@ -148,25 +148,44 @@ def attach_token_ids(
     packed 1-D with `seq_lens`)."""
     if not exemplars or token_ids is None:
         return exemplars
-    rows = _rows(token_ids, seq_lens)
+    ids = _Ids(token_ids, seq_lens)
     for ex in exemplars:
-        ex["token_id"] = int(rows[ex["seq"]][ex["pos"]])
+        ex["token_id"] = ids.window(ex["seq"], ex["pos"], ex["pos"] + 1)[0]
     return exemplars
 
 
-def _rows(token_ids: Any, seq_lens: Any) -> list[list[int]]:
-    """Token ids as one list per sequence (host side; only the selected entries are read)."""
-    if hasattr(token_ids, "tolist"):
-        token_ids = token_ids.tolist()
-    if seq_lens is None:
-        ids = list(token_ids)
-        return [ids] if ids and not isinstance(ids[0], list) else ids
-    lens = seq_lens.tolist() if hasattr(seq_lens, "tolist") else list(seq_lens)
-    out, start = [], 0
-    for n in lens:
-        out.append(list(token_ids[start : start + int(n)]))
-        start += int(n)
-    return out
+class _Ids:
+    """Read windows of token ids of one sequence, without converting the whole step's ids
+    (a 256 × 4,096 tensor to Python lists costs more than the metrics themselves)."""
+
+    def __init__(self, token_ids: Any, seq_lens: Any) -> None:
+        self.ids = token_ids
+        self.starts: list[int] | None = None
+        if seq_lens is not None:
+            lens = seq_lens.tolist() if hasattr(seq_lens, "tolist") else list(seq_lens)
+            self.starts = [0]
+            for n in lens:
+                self.starts.append(self.starts[-1] + int(n))
+        shape = getattr(token_ids, "shape", None)
+        self.flat = self.starts is None and shape is not None and len(shape) == 1
+        if self.starts is None and shape is None and token_ids and not _is_seq(token_ids[0]):
+            self.flat = True  # one sequence as a plain list
+
+    def window(self, seq: int, lo: int, hi: int) -> list[int]:
+        lo = max(0, lo)
+        if self.starts is not None:
+            base = self.starts[seq]
+            part = self.ids[base + lo : base + hi]
+        elif self.flat:
+            part = self.ids[lo:hi]
+        else:
+            part = self.ids[seq][lo:hi]
+        values = part.tolist() if hasattr(part, "tolist") else list(part)
+        return [int(v) for v in values]
+
+
+def _is_seq(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or getattr(value, "ndim", 0) >= 1
 
 
 def decode(
@@ -181,13 +200,15 @@ def decode(
     given) to the exemplars."""
     if not exemplars or token_ids is None or tokenizer is None:
         return exemplars
-    rows = _rows(token_ids, seq_lens)
+    ids = _Ids(token_ids, seq_lens)
     for ex in exemplars:
-        row = rows[ex["seq"]]
         pos = ex["pos"]
-        ex["token"] = str(tokenizer.decode([int(row[pos])]))[:MAX_TOKEN_CHARS]
-        head = list(prefixes[ex["seq"]]) if prefixes is not None else []
-        before = [int(t) for t in (head + list(row[:pos]))[-CONTEXT_TOKENS:]]
+        window = ids.window(ex["seq"], pos - CONTEXT_TOKENS, pos + 1)
+        ex["token"] = str(tokenizer.decode(window[-1:]))[:MAX_TOKEN_CHARS]
+        before = window[:-1]
+        if prefixes is not None and len(before) < CONTEXT_TOKENS:
+            head = [int(t) for t in prefixes[ex["seq"]]]
+            before = (head + before)[-CONTEXT_TOKENS:]
         ex["context"] = str(tokenizer.decode(before))[-MAX_CONTEXT_CHARS:] if before else ""
     return exemplars
 
