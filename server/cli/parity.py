@@ -26,18 +26,21 @@ from server.cli.parity_output import explain, report_lines
 
 Opt = typer.Option
 Flag = Annotated[bool | None, Opt(help="Engine option (default: vLLM's own; the report says)")]
+LogprobsMode = Literal["processed_logprobs", "raw_logprobs", "processed_logits", "raw_logits"]
 MaxK3 = Annotated[
     float,
     Opt(
+        min=0.0,
         help="Gate: largest k3_kl (vllm-kl) of any phase. 1e-3 is the top of healthy dense "
-        "models in the field (NeMo: below 1e-3 acceptable); matched fp32 engines reach ~1e-12."
+        "models in the field (NeMo: below 1e-3 acceptable); matched fp32 engines reach ~1e-12.",
     ),
 ]
 MaxDev = Annotated[
     float,
     Opt(
+        min=0.0,
         help="Gate: largest |ratio_dev_1e4| of any phase, i.e. 1% mean importance-ratio drift. "
-        "Sampling noise stays near 10; raw logprobs at temperature != 1 reach thousands."
+        "Sampling noise stays near 10; raw logprobs at temperature != 1 reach thousands.",
     ),
 ]
 
@@ -53,9 +56,7 @@ def parity_command(
     top_p: Annotated[float, Opt(min=0.0, max=1.0)] = 1.0,
     top_k: Annotated[int, Opt(min=0, help="0: off")] = 0,
     seed: int = 0,
-    logprobs_mode: Annotated[
-        str, Opt(help="raw_logprobs | processed_logprobs | raw_logits | processed_logits")
-    ] = "processed_logprobs",
+    logprobs_mode: Annotated[LogprobsMode, Opt(help="What vLLM reports")] = "processed_logprobs",
     prefix_caching: Annotated[bool | None, Opt("--prefix-caching/--no-prefix-caching")] = None,
     async_scheduling: Flag = None,
     enforce_eager: Annotated[bool, Opt(help="Skip graph capture / compilation")] = True,
@@ -133,8 +134,8 @@ def _run(model: Path, **kwargs: object) -> ParityReport:
         return parity(model, **kwargs)  # type: ignore[arg-type]
     except PromptFileError as exc:
         fail(str(exc))
-    except ValueError as exc:
-        fail(str(exc))
+    except (ValueError, OSError) as exc:  # a refused option, a model the engine cannot load
+        fail(f"{type(exc).__name__}: {exc}")
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
