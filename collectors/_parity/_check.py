@@ -52,7 +52,8 @@ def parity(
     `weight_update`: after plain sampling, push the same weights ("same") or weights moved by
     `perturbation` × each tensor's std ("perturbed") into the running engine, reset its prefix
     cache or not, sample the same prompts again and compare with the trainer holding the same
-    weights. `exemplars`: tokens kept per phase (top |d| and a uniform sample, ≤ 512 each).
+    weights (step 1); when the cache was kept, step 2 resets it and samples once more.
+    `exemplars`: tokens kept per phase (top |d| and a uniform sample, ≤ 512 each).
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0: greedy sampling has no distribution to compare")
@@ -76,6 +77,12 @@ def parity(
             cache = "reset" if reset_prefix_cache else "kept"
             name = f"after pushing {weight_update} weights, prefix cache {cache}"
             found.append(_phase(1, name, sample(llm, texts, sampling), trainer, sampling, k))
+            if not reset_prefix_cache and config.get("enable_prefix_caching"):
+                # The control: the same weights with the cache dropped. Agreement here and not
+                # in step 1 pins a step-1 mismatch on the kept cache.
+                llm.reset_prefix_cache()
+                name = f"after pushing {weight_update} weights, then resetting the prefix cache"
+                found.append(_phase(2, name, sample(llm, texts, sampling), trainer, sampling, k))
     finally:
         stop(llm)
     phases = tuple(_with_text(p, tokenizer) for p in found)
