@@ -46,7 +46,7 @@ def select(
         return []
     cols = int(abs_d.shape[1])
     top = _top_flat(ops, abs_d, valid, min(k, n_valid))
-    uniform = _uniform_flat(ops, valid, cols, n_valid, min(k, n_valid))
+    uniform = _uniform_flat(ops, valid, n_valid, min(k, n_valid))
     flat = top + uniform
     if ops.torch:
         index = ops.xp.as_tensor(flat, device=lr.device)
@@ -116,7 +116,7 @@ def _index(ops: Ops, idx: list[int], like: Any) -> Any:
     return ops.xp.as_tensor(idx, device=like.device) if ops.torch else idx
 
 
-def _uniform_flat(ops: Ops, valid: Any, cols: int, n_valid: int, k: int) -> list[int]:
+def _uniform_flat(ops: Ops, valid: Any, n_valid: int, k: int) -> list[int]:
     """k distinct valid tokens drawn uniformly with a fixed seed (the same step gives the same
     sample). Draws grid positions and keeps the valid ones — a few small gathers instead of
     compacting the mask — and falls back to the list of valid positions when few are valid."""
@@ -211,8 +211,3 @@ def decode(
             before = (head + before)[-CONTEXT_TOKENS:]
         ex["context"] = str(tokenizer.decode(before))[-MAX_CONTEXT_CHARS:] if before else ""
     return exemplars
-
-
-def log_ratio(ex: dict[str, Any]) -> float:
-    """d = trainer − rollout of one exemplar, as in the metrics (NaN stays NaN)."""
-    return float(ex["trainer_logprob"]) - float(ex["rollout_logprob"])

@@ -51,11 +51,6 @@ class ParityReport:
         }
         return {k: _label(v) for k, v in pairs.items() if v is not None}
 
-    def worst(self, metric: str) -> float:
-        """The largest |value| of a metric over the phases (NaN if any phase has NaN)."""
-        values = [abs(p.metrics.get(metric, math.nan)) for p in self.phases]
-        return math.nan if any(math.isnan(v) for v in values) else max(values)
-
     def to_json(self) -> dict[str, Any]:
         """The whole report as strict JSON (NaN/Inf as the strings "nan", "inf", "-inf")."""
         return {
