@@ -61,7 +61,7 @@ class ParityReport:
                     "step": p.step,
                     "name": p.name,
                     "metrics": {k: wire(v) for k, v in p.metrics.items()},
-                    "buckets": p.buckets,
+                    "buckets": [_strict_table(t) for t in p.buckets],
                     "exemplars": [
                         {
                             **ex,
@@ -79,6 +79,15 @@ class ParityReport:
 def wire(value: float) -> float | str:
     value = float(value)
     return value if math.isfinite(value) else repr(value)
+
+
+def _strict_table(table: dict[str, Any]) -> dict[str, Any]:
+    """A bucket table with non-finite sums (a trainer logprob of -inf gives sum_d = -inf) as
+    strings, like metric values."""
+    return {
+        k: [wire(x) for x in v] if isinstance(v, list) and k != "edges" else v
+        for k, v in table.items()
+    }
 
 
 def _label(value: Any) -> str:

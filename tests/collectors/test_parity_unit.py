@@ -80,7 +80,9 @@ def report(k3: float, dev: float, **engine: object) -> ParityReport:
     config.update(engine)
     metrics = {"k3_kl": k3, "ratio_dev_1e4": dev, "tokens": 10.0}
     ex = {"kind": "top", "seq": 0, "pos": 1, "rollout_logprob": -1.0, "trainer_logprob": math.nan}
-    phase = Phase(0, "plain sampling", metrics, [], [ex])
+    table = {"basis": "rollout", "edges": [0.0, 0.5, 1.0], "tokens": [1.0, 9.0]}
+    table["sum_d"] = [-math.inf, 0.0]
+    phase = Phase(0, "plain sampling", metrics, [table], [ex])
     return ParityReport(
         (phase,), config, {"dtype": "float32"}, {"prompts": 8, "weight_update": "none"}
     )
@@ -134,6 +136,8 @@ def test_report_json_is_strict_and_carries_the_wire_shapes() -> None:
     phase = out["phases"][0]
     assert (phase["step"], phase["metrics"]["k3_kl"]) == (0, "inf")
     assert phase["exemplars"][0]["trainer_logprob"] == "nan"
+    assert phase["buckets"][0]["sum_d"] == ["-inf", 0.0]
+    assert phase["buckets"][0]["edges"] == [0.0, 0.5, 1.0]
     gate = json.loads(json.dumps(evaluate(r).to_json(), allow_nan=False))
     assert gate["passed"] is False and gate["exceeded"][0]["value"] == "inf"
 
