@@ -21,7 +21,7 @@ from collectors._parity import (
     evaluate,
     upload,
 )
-from server.cli.common import TokenOpt, fail
+from server.cli.common import fail
 from server.cli.parity_output import explain, report_lines
 
 Opt = typer.Option
@@ -57,7 +57,9 @@ def parity_command(
     top_k: Annotated[int, Opt(min=0, help="0: off")] = 0,
     seed: int = 0,
     logprobs_mode: Annotated[LogprobsMode, Opt(help="What vLLM reports")] = "processed_logprobs",
-    prefix_caching: Annotated[bool | None, Opt("--prefix-caching/--no-prefix-caching")] = None,
+    prefix_caching: Annotated[
+        bool | None, Opt("--prefix-caching/--no-prefix-caching", help="Default: vLLM's own")
+    ] = None,
     async_scheduling: Flag = None,
     enforce_eager: Annotated[bool, Opt(help="Skip graph capture / compilation")] = True,
     chunked_prefill: Flag = None,
@@ -69,13 +71,21 @@ def parity_command(
     weight_update: Annotated[
         Literal["none", "same", "perturbed"], Opt(help="Then push weights in place, sample again")
     ] = "none",
-    reset_prefix_cache: Annotated[bool, Opt("--reset-prefix-cache/--no-reset-prefix-cache")] = True,
+    reset_prefix_cache: Annotated[
+        bool,
+        Opt(
+            "--reset-prefix-cache/--no-reset-prefix-cache",
+            help="After the push; a kept cache gets a control phase that resets it",
+        ),
+    ] = True,
     exemplars: Annotated[int, Opt(min=0, max=512, help="Worst and uniform tokens kept")] = 32,
     max_k3: MaxK3 = DEFAULT_MAX_K3,
     max_abs_ratio_dev_1e4: MaxDev = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
     as_json: Annotated[bool, Opt("--json", help="Print the report as one JSON object")] = False,
     url: Annotated[str | None, Opt(help="Store the report on this server")] = None,
-    token: TokenOpt = None,
+    token: Annotated[
+        str | None, Opt(envvar="MISMATCH_TOKEN", help="An ingest token for --url")
+    ] = None,
     project: Annotated[str | None, Opt(help="Project of the stored report")] = None,
     label: Annotated[
         list[str] | None, Opt(help="k=v label of the stored report (repeatable)")
