@@ -43,13 +43,32 @@ MaxDev = Annotated[
         "Sampling noise stays near 10; raw logprobs at temperature != 1 reach thousands.",
     ),
 ]
+PromptsOpt = Annotated[
+    Path | None, Opt(help="JSONL: one string or {'prompt': ...} per line (default: built-in)")
+]
+PrefixOpt = Annotated[
+    bool | None, Opt("--prefix-caching/--no-prefix-caching", help="Default: vLLM's own")
+]
+HeadOpt = Annotated[Literal["auto", "float32", "bfloat16"], Opt(help="Engine lm_head dtype")]
+UpdateOpt = Annotated[
+    Literal["none", "same", "perturbed"], Opt(help="Then push weights in place, sample again")
+]
+ResetOpt = Annotated[
+    bool,
+    Opt(
+        "--reset-prefix-cache/--no-reset-prefix-cache",
+        help="After the push; a kept cache gets a control phase that resets it",
+    ),
+]
+IngestTokenOpt = Annotated[
+    str | None, Opt(envvar="MISMATCH_TOKEN", help="An ingest token for --url")
+]
+LabelOpt = Annotated[list[str] | None, Opt(help="k=v label of the stored report (repeatable)")]
 
 
 def parity_command(
     model: Annotated[Path, typer.Argument(help="A local Hugging Face model directory")],
-    prompts: Annotated[
-        Path | None, Opt(help="JSONL: one string or {'prompt': ...} per line (default: built-in)")
-    ] = None,
+    prompts: PromptsOpt = None,
     max_tokens: Annotated[int, Opt(min=1)] = 32,
     samples: Annotated[int, Opt(min=1, help="Completions per prompt")] = 2,
     temperature: Annotated[float, Opt(min=0.0)] = 1.0,
@@ -57,39 +76,23 @@ def parity_command(
     top_k: Annotated[int, Opt(min=0, help="0: off")] = 0,
     seed: int = 0,
     logprobs_mode: Annotated[LogprobsMode, Opt(help="What vLLM reports")] = "processed_logprobs",
-    prefix_caching: Annotated[
-        bool | None, Opt("--prefix-caching/--no-prefix-caching", help="Default: vLLM's own")
-    ] = None,
+    prefix_caching: PrefixOpt = None,
     async_scheduling: Flag = None,
     enforce_eager: Annotated[bool, Opt(help="Skip graph capture / compilation")] = True,
     chunked_prefill: Flag = None,
-    head_dtype: Annotated[
-        Literal["auto", "float32", "bfloat16"], Opt(help="Engine lm_head dtype")
-    ] = "auto",
+    head_dtype: HeadOpt = "auto",
     dtype: Annotated[str | None, Opt(help="Engine model dtype (default: the trainer's)")] = None,
     trainer_dtype: Annotated[str, Opt(help="dtype of the trainer's forward pass")] = "float32",
-    weight_update: Annotated[
-        Literal["none", "same", "perturbed"], Opt(help="Then push weights in place, sample again")
-    ] = "none",
-    reset_prefix_cache: Annotated[
-        bool,
-        Opt(
-            "--reset-prefix-cache/--no-reset-prefix-cache",
-            help="After the push; a kept cache gets a control phase that resets it",
-        ),
-    ] = True,
+    weight_update: UpdateOpt = "none",
+    reset_prefix_cache: ResetOpt = True,
     exemplars: Annotated[int, Opt(min=0, max=512, help="Worst and uniform tokens kept")] = 32,
     max_k3: MaxK3 = DEFAULT_MAX_K3,
     max_abs_ratio_dev_1e4: MaxDev = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
     as_json: Annotated[bool, Opt("--json", help="Print the report as one JSON object")] = False,
     url: Annotated[str | None, Opt(help="Store the report on this server")] = None,
-    token: Annotated[
-        str | None, Opt(envvar="MISMATCH_TOKEN", help="An ingest token for --url")
-    ] = None,
+    token: IngestTokenOpt = None,
     project: Annotated[str | None, Opt(help="Project of the stored report")] = None,
-    label: Annotated[
-        list[str] | None, Opt(help="k=v label of the stored report (repeatable)")
-    ] = None,
+    label: LabelOpt = None,
 ) -> None:
     """Check the engine before you train: exit 0 when it agrees with the trainer within the
     gate's thresholds, 1 when not (naming the settings that explain it first)."""
