@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,12 @@ SAMPLING = ["--temperature", "0.7", "--top-p", "0.9", "--max-tokens", "24"]
 def invoke(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(app, ["parity", *args], catch_exceptions=False)
     return result.exit_code, result.output
+
+
+def stored_run(output: str) -> str:
+    found = re.search(r"stored as run (\S+) on", output)
+    assert found, output
+    return found.group(1)
 
 
 def last_json(output: str) -> dict[str, Any]:
@@ -137,9 +144,8 @@ def test_the_stored_report_keeps_metrics_buckets_labels_and_config(
     processed: tuple[int, str], server: ServerProcess
 ) -> None:
     report = last_json(processed[1])
-    runs = server.query("/api/v1/runs?project=preflight")["data"]
-    assert len(runs) == 1
-    run = server.query(f"/api/v1/runs/{runs[0]['id']}")
+    run = server.query(f"/api/v1/runs/{stored_run(processed[1])}")
+    assert run["project"] == "preflight"
     assert run["labels"]["ci"] == "yes"
     assert run["labels"]["logprobs_mode"] == "processed_logprobs"
     assert run["config"]["engine"] == report["config"]["engine"]
@@ -157,9 +163,9 @@ def test_stored_metrics_equal_a_recomputation_from_stored_exemplars_and_buckets(
     record = schemas.get("RecordIn", schemas.get("RecordIn-Input", {}))
     if "exemplars" not in record.get("properties", {}):
         pytest.skip("the server does not accept exemplars yet (its half of parity reports)")
+    run_id = stored_run(processed[1])
     runs = server.query("/api/v1/runs?project=preflight&kind=parity")["data"]
-    assert len(runs) == 1
-    run_id = runs[0]["id"]
+    assert [r["id"] for r in runs] == [run_id]
     metrics = {
         name: server.query(f"/api/v1/runs/{run_id}/series?metric={name}")["points"][0]["last"]
         for name in ("k3_kl", "k1_kl", "tokens", "abs_logp_diff_max")
