@@ -3,6 +3,10 @@
     python benchmarks/collector.py [--json] [--batch 256] [--tokens 4096]
 
 - metrics: `compute_step_metrics` on B × T float32 torch tensors (CPU);
+- exemplars: the same with `exemplars=32` (top-32 |d| and a uniform 32), timed alternately with
+  the plain call so that both see the same machine load; their ratio is the exemplars' cost
+  (budget: 1.10). On a busy machine that ratio is mostly noise, so the selection alone is timed
+  too (`selection_ms`, on the step's |d| grid as the metrics hold it);
 - read pass (ceiling): one fused pass over both inputs (a sum of their difference);
 - naive (baseline): the same canonical metrics computed one at a time, each re-deriving what it
   needs from the inputs (what a first implementation tends to look like);
@@ -54,6 +58,31 @@ def timed(fn: Any, repeats: int) -> float:
         fn()
         times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
+
+
+def paired(a: Any, b: Any, repeats: int) -> tuple[float, float, float]:
+    """Medians of two calls timed in alternation (a, b, a, b, …) after a warm-up of each, and
+    the median of the per-pair ratios b/a (robust to load that drifts during the run)."""
+    a()
+    b()
+    times_a, times_b = [], []
+    for _ in range(repeats):
+        for fn, times in ((a, times_a), (b, times_b)):
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1000)
+    ratios = [tb / ta for ta, tb in zip(times_a, times_b, strict=True)]
+    return statistics.median(times_a), statistics.median(times_b), statistics.median(ratios)
+
+
+def selection(lr: torch.Tensor, lt: torch.Tensor, mask: torch.Tensor, k: int) -> Any:
+    """The exemplar selection as `compute_step_metrics` runs it, on the grids it holds."""
+    from collectors._exemplars import select
+    from collectors._ops import Ops
+
+    abs_d = ((lt - lr) * mask).abs()
+    n = int(mask.sum())
+    return lambda: select(Ops(True), abs_d, mask, lr, lt, n, k)
 
 
 def naive(lr: torch.Tensor, lt: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -108,6 +137,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--exemplars", type=int, default=32)
     args = parser.parse_args()
     say = (lambda *a: None) if args.json else print
     say(f"machine: {machine()}")
@@ -116,10 +146,20 @@ def main() -> None:
     lt = lr + 0.05 * torch.randn(args.batch, args.tokens, generator=gen)
     mask = torch.rand(args.batch, args.tokens, generator=gen) < 0.9
 
-    metrics_ms = timed(lambda: compute_step_metrics(lr, lt, mask), args.repeats)
+    metrics_ms, exemplars_ms, exemplars_ratio = paired(
+        lambda: compute_step_metrics(lr, lt, mask),
+        lambda: compute_step_metrics(lr, lt, mask, exemplars=args.exemplars),
+        max(args.repeats, 11),
+    )
+    selection_ms = timed(selection(lr, lt, mask, args.exemplars), max(args.repeats, 11))
     read_ms = timed(lambda: (lt - lr).sum().item(), args.repeats)
     naive_ms = timed(lambda: naive(lr, lt, mask), args.repeats)
     say(f"compute_step_metrics {args.batch}x{args.tokens}: {metrics_ms:.1f} ms")
+    say(
+        f"with exemplars={args.exemplars}: {exemplars_ms:.1f} ms "
+        f"({exemplars_ratio:.3f}x the plain call, median of paired ratios)"
+    )
+    say(f"exemplar selection alone: {selection_ms:.2f} ms")
     say(f"one read pass (ceiling): {read_ms:.1f} ms")
     say(f"naive one-at-a-time (baseline, {len(naive(lr, lt, mask))} metrics): {naive_ms:.1f} ms")
     latencies = sorted(enqueue_latencies(5000))
@@ -128,6 +168,10 @@ def main() -> None:
     say(f"log_metrics enqueue: p50 {p50:.1f} µs, p99 {p99:.1f} µs")
     result = {
         "metrics_ms": round(metrics_ms, 2),
+        "exemplars_ms": round(exemplars_ms, 2),
+        "exemplars_vs_metrics": round(exemplars_ratio, 3),
+        "selection_ms": round(selection_ms, 3),
+        "selection_vs_metrics": round(selection_ms / metrics_ms, 4),
         "read_pass_ms": round(read_ms, 2),
         "naive_ms": round(naive_ms, 2),
         "metrics_vs_read_pass": round(metrics_ms / read_ms, 1),

@@ -23,16 +23,20 @@ logging.getLogger("mismatch_monitor.collectors").addHandler(logging.NullHandler(
 
 if TYPE_CHECKING:
     from collectors._metrics import DEFAULT_EDGES, StepSummary, compute_step_metrics
+    from collectors._parity import EngineOptions, ParityReport, parity
     from collectors._run import Run, init
     from collectors._vllm import RolloutCollector
 
 __all__ = [
     "DEFAULT_EDGES",
+    "EngineOptions",
+    "ParityReport",
     "RolloutCollector",
     "Run",
     "StepSummary",
     "compute_step_metrics",
     "init",
+    "parity",
 ]
 
 _HOMES = {
@@ -42,6 +46,9 @@ _HOMES = {
     "Run": "collectors._run",
     "init": "collectors._run",
     "RolloutCollector": "collectors._vllm",
+    "parity": "collectors._parity",
+    "EngineOptions": "collectors._parity",
+    "ParityReport": "collectors._parity",
 }
 
 

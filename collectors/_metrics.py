@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors._exemplars import attach_token_ids, check_k, select
 from collectors._ops import Ops, grid, is_torch
 
 DEFAULT_EDGES: tuple[float, ...] = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 0.5, 0.9, 1.0)
@@ -57,10 +58,12 @@ SEQ_FORMS = (
 
 @dataclass(frozen=True)
 class StepSummary:
-    """Per-step scalars (`metrics`) and probability-bucket tables in the wire shape."""
+    """Per-step scalars (`metrics`), probability-bucket tables and, when asked for, token
+    exemplars (see collectors._exemplars), all in the wire shape."""
 
     metrics: dict[str, float]
     buckets: list[dict[str, Any]] = field(default_factory=list)
+    exemplars: list[dict[str, Any]] = field(default_factory=list)
 
 
 def merge_buckets(tables: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -103,8 +106,15 @@ def compute_step_metrics(
     geo_high: float = 1.001,
     bucket_edges: Sequence[float] = DEFAULT_EDGES,
     trainer_buckets: bool = False,
+    exemplars: int = 0,
+    token_ids: Any = None,
 ) -> StepSummary:
-    """Every mismatch metric the inputs allow, for one step (see the module docstring)."""
+    """Every mismatch metric the inputs allow, for one step (see the module docstring).
+
+    `exemplars=K` (at most 512) also keeps the K tokens with the largest |d| and a uniform
+    sample of K tokens, with their `token_id` when `token_ids` (laid out like the logprobs) is
+    given: one top-K selection, no sort."""
+    k = check_k(exemplars)
     bounds = _Bounds(
         clip_low,
         clip_high,
@@ -122,16 +132,20 @@ def compute_step_metrics(
         "bounds": bounds,
         "bucket_edges": bucket_edges,
         "trainer_buckets": trainer_buckets,
+        "exemplars": k,
     }
     try:
         import numpy
     except ImportError:  # torch-only host, or neither (mismatch-collectors needs none)
         if importlib.util.find_spec("torch") is None:
             return _pure_python(rollout_logprobs, trainer_logprobs, mask, kwargs)
-        return _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
-    # 0/0 (a constant batch's correlation) and overflow are data here: NaN/Inf, not warnings.
-    with numpy.errstate(all="ignore"):
-        return _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
+        summary = _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
+    else:
+        # 0/0 (a constant batch's correlation) and overflow are data here: NaN/Inf, not warnings.
+        with numpy.errstate(all="ignore"):
+            summary = _compute(rollout_logprobs, trainer_logprobs, mask, **kwargs)
+    attach_token_ids(summary.exemplars, token_ids, seq_lens)
+    return summary
 
 
 def _pure_python(rollout: Any, trainer: Any, mask: Any, kwargs: dict[str, Any]) -> StepSummary:
@@ -142,8 +156,12 @@ def _pure_python(rollout: Any, trainer: Any, mask: Any, kwargs: dict[str, Any]) 
     given = [
         k for k in ("new_logprobs", "advantages", "entropy", "seq_lens") if kwargs[k] is not None
     ]
-    if given or kwargs["trainer_buckets"]:
-        raise ValueError(f"{', '.join(given) or 'trainer_buckets'} needs numpy or torch")
+    if kwargs["trainer_buckets"]:
+        given.append("trainer_buckets")
+    if kwargs["exemplars"]:
+        given.append("exemplars")
+    if given:
+        raise ValueError(f"{', '.join(given)} needs numpy or torch")
     return StepSummary(_pure.compute(rollout, trainer, mask), [])
 
 
@@ -202,6 +220,7 @@ def _compute(
     bounds: _Bounds,
     bucket_edges: Sequence[float],
     trainer_buckets: bool,
+    exemplars: int,
 ) -> StepSummary:
     inputs = [rollout_logprobs, trainer_logprobs, new_logprobs, advantages, entropy, mask]
     first_torch = next((x for x in inputs if x is not None and is_torch(x)), None)
@@ -236,7 +255,8 @@ def _compute(
     buckets = [_bucket_table(ops, "rollout", step.p_r, valid, sums, oob, bucket_edges)]
     if trainer_buckets:
         buckets.append(_bucket_table(ops, "trainer", step.p_t, valid, sums, oob, bucket_edges))
-    return StepSummary(metrics, buckets)
+    chosen = select(ops, step.abs_d, valid, step.lr, step.lt, n, exemplars)
+    return StepSummary(metrics, buckets, chosen)
 
 
 def _token_metrics(s: _Step, out: dict[str, Any], bounds: _Bounds) -> None:

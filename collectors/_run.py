@@ -50,6 +50,13 @@ def _wire(value: float) -> float | str:
     return value if math.isfinite(value) else repr(value)  # "nan", "inf", "-inf": strict JSON
 
 
+def _wire_exemplar(exemplar: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(exemplar)
+    for key in ("rollout_logprob", "trainer_logprob"):
+        out[key] = _wire(_float(out[key]))
+    return out
+
+
 class Run:
     """One run as seen by one process. Use `collectors.init` to make one."""
 
@@ -73,8 +80,10 @@ class Run:
         timeout: float,
         max_backoff: float = 30.0,
         transport: Transport | None = None,
+        kind: str | None = None,
     ) -> None:
         self.id = run_id
+        self.kind = kind
         self.url = url
         self.project = project
         self.actor = actor or default_actor("trainer")
@@ -115,23 +124,38 @@ class Run:
         metrics: Mapping[str, Any] | None = None,
         time: float | None = None,
         framework: str | None = None,
+        exemplars: int = 0,
+        token_ids: Any = None,
+        tokenizer: Any = None,
         **metric_kwargs: Any,
     ) -> Any:
         """Compute the mismatch metrics of one step and enqueue them; returns the StepSummary
         (None when there was nothing to compute or the computation failed). `metrics` are
-        logged beside them, mapped from `framework`'s names as `log_metrics` does."""
+        logged beside them, mapped from `framework`'s names as `log_metrics` does.
+
+        `exemplars=K` (opt-in, at most 512) also sends the K tokens with the largest |d| and a
+        uniform sample of K; with `token_ids` (laid out like the logprobs) each carries its
+        token id, and with a `tokenizer` (anything with `decode(list[int])`) its text and a
+        short context, decoded for those 2K tokens only."""
         summary = None
         values: dict[str, Any] = {}
         buckets = None
+        chosen = None
         if rollout_logprobs is not None and trainer_logprobs is not None:
             try:
                 from collectors._metrics import compute_step_metrics
 
                 summary = compute_step_metrics(
-                    rollout_logprobs, trainer_logprobs, mask, **metric_kwargs
+                    rollout_logprobs,
+                    trainer_logprobs,
+                    mask,
+                    exemplars=exemplars,
+                    token_ids=token_ids,
+                    **metric_kwargs,
                 )
                 values.update(summary.metrics)
                 buckets = summary.buckets
+                chosen = self._decoded(summary.exemplars, token_ids, tokenizer, metric_kwargs)
             except Exception as exc:
                 self._warn_once("compute", f"could not compute step metrics: {exc!r}")
                 self._worker.dropped["compute_error"] += 1
@@ -145,8 +169,24 @@ class Run:
                 time=time,
                 buckets=buckets,
                 framework=framework,
+                exemplars=chosen,
             )
         return summary
+
+    def _decoded(
+        self, chosen: list[dict[str, Any]], token_ids: Any, tokenizer: Any, kw: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Exemplars with token text where a tokenizer is given; a decoding failure keeps the
+        ids and numbers (the text is a convenience, the numbers are the data)."""
+        if not chosen or tokenizer is None:
+            return chosen
+        from collectors._exemplars import decode
+
+        try:
+            return decode([dict(e) for e in chosen], token_ids, tokenizer, kw.get("seq_lens"))
+        except Exception as exc:
+            self._warn_once("decode", f"could not decode exemplar tokens: {exc!r}")
+            return chosen
 
     def log_metrics(
         self,
@@ -160,6 +200,7 @@ class Run:
         gpu: str | None = None,
         buckets: list[dict[str, Any]] | None = None,
         framework: str | None = None,
+        exemplars: list[dict[str, Any]] | None = None,
     ) -> bool:
         """Enqueue one record; False when it was dropped. Never blocks, never raises.
 
@@ -167,7 +208,10 @@ class Run:
         metric names `metrics` uses: they are mapped onto ours (`collectors._adapters`), a value
         whose formula differs from ours is kept apart as `<name>@<framework>`, names we do not
         know are kept as they are, and the run's config records the framework and its version
-        once. An unknown framework is warned about once and its metrics are logged unmapped."""
+        once. An unknown framework is warned about once and its metrics are logged unmapped.
+
+        `exemplars` are token exemplars in the wire shape (see collectors._exemplars), passed
+        through with their logprobs made strict JSON."""
         try:
             if framework is not None:
                 metrics = self._from_framework(framework, metrics)
@@ -184,6 +228,8 @@ class Run:
                 record["weight_version"] = int(weight_version)
             if buckets:
                 record["buckets"] = buckets
+            if exemplars:
+                record["exemplars"] = [_wire_exemplar(e) for e in exemplars]
             return self._worker.submit("record", record)
         except Exception as exc:
             self._warn_once("log_metrics", f"could not log metrics: {exc!r}")
@@ -252,6 +298,8 @@ class Run:
             upsert["labels"] = self._labels
         if self._tags:
             upsert["tags"] = self._tags
+        if self.kind:
+            upsert["kind"] = self.kind
         return upsert
 
     def _from_framework(self, framework: str, metrics: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -318,10 +366,13 @@ def init(
     timeout: float = 5.0,
     max_backoff: float = 30.0,
     transport: Transport | None = None,
+    kind: str | None = None,
 ) -> Run:
     """Start reporting one run. Arguments fall back to MISMATCH_URL, MISMATCH_TOKEN,
     MISMATCH_RUN_ID, MISMATCH_PROJECT and MISMATCH_SPOOL_DIR. `max_backoff` caps the wait
-    between retries while the server is away (seconds; a Retry-After above it waits this)."""
+    between retries while the server is away (seconds; a Retry-After above it waits this).
+    `kind` names what the run is ("training", the server's default, or "parity" for a parity
+    report)."""
     env = os.environ
     return Run(
         url=url or env.get("MISMATCH_URL") or DEFAULT_URL,
@@ -341,4 +392,5 @@ def init(
         timeout=timeout,
         max_backoff=max_backoff,
         transport=transport,
+        kind=kind,
     )

@@ -15,11 +15,14 @@ from tests.conftest import ROOT
 
 EXPORTED = {
     "DEFAULT_EDGES",
+    "EngineOptions",
+    "ParityReport",
     "RolloutCollector",
     "Run",
     "StepSummary",
     "compute_step_metrics",
     "init",
+    "parity",
 }
 
 
@@ -56,6 +59,14 @@ def test_import_configures_no_logging_even_in_debug_mode() -> None:
 
 def test_import_loads_neither_numpy_nor_torch() -> None:
     code = "import sys, collectors; print(sorted({'numpy', 'torch'} & set(sys.modules)))"
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_parity_check_imports_no_engine_until_it_runs() -> None:
+    heavy = "{'numpy', 'torch', 'transformers', 'vllm'}"
+    code = f"import sys, collectors; collectors.parity; print(sorted({heavy} & set(sys.modules)))"
     result = _python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

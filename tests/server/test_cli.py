@@ -56,6 +56,7 @@ def parses(args: list[str]) -> None:
         ["silence", "add", "--help"],
         ["alert", "test", "--help"],
         ["demo", "--help"],
+        ["parity", "--help"],
     ],
 )
 def test_every_command_has_help(args: list[str]) -> None:

@@ -59,17 +59,9 @@ def make_engine(tiny_model: Path, vllm_env: None) -> Iterator[Callable[..., Any]
 def trainer_logprobs(
     model_dir: Path, prompts: list[list[int]], completions: list[list[int]], temperature: float
 ) -> list[list[float]]:
-    """The trainer's recomputation: a transformers forward pass, log_softmax(logits / T)."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    """The trainer's recomputation: a transformers forward pass, log_softmax(logits / T) (the
+    parity check's library code, without top-p/top-k renormalisation)."""
+    from collectors._parity._trainer import load_model, score
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.eval()
-    out = []
-    with torch.no_grad():
-        for prompt, completion in zip(prompts, completions, strict=True):
-            ids = torch.tensor([prompt + completion])
-            logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
-            logp = torch.log_softmax(logits / temperature, dim=-1)
-            out.append(logp.gather(1, torch.tensor(completion).unsqueeze(1)).squeeze(1).tolist())
-    return out
+    model = load_model(model_dir, "float32")
+    return score(model, prompts, completions, temperature=temperature)

@@ -1,0 +1,155 @@
+"""`collectors._parity(...)`: sample with a real vLLM engine, recompute the same tokens with the
+trainer's forward pass, and report every mismatch metric per phase (plain sampling, then after
+an in-place weight update when asked), with buckets, token exemplars and the engine's effective
+configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from collectors._exemplars import check_k, decode
+from collectors._parity._engine import (
+    Batch,
+    EngineOptions,
+    Sampling,
+    effective_config,
+    push_weights,
+    sample,
+    start,
+    stop,
+)
+from collectors._parity._prompts import BUILTIN_PROMPTS, load_prompts
+from collectors._parity._report import ParityReport, Phase
+from collectors._parity._trainer import load_model, perturbed, score
+
+WeightUpdate = Literal["none", "same", "perturbed"]
+WEIGHT_UPDATES: tuple[str, ...] = ("none", "same", "perturbed")
+
+
+def parity(
+    model: str | Path,
+    *,
+    prompts: Sequence[str] | str | Path | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    max_tokens: int = 32,
+    samples: int = 2,
+    seed: int = 0,
+    engine: EngineOptions | None = None,
+    trainer_dtype: str = "float32",
+    weight_update: WeightUpdate = "none",
+    reset_prefix_cache: bool = True,
+    perturbation: float = 0.3,
+    exemplars: int = 32,
+) -> ParityReport:
+    """Check a local Hugging Face model directory's engine against its trainer recomputation.
+
+    `prompts`: a list, a JSONL file (see `load_prompts`) or None for the built-in set.
+    `weight_update`: after plain sampling, push the same weights ("same") or weights moved by
+    `perturbation` × each tensor's std ("perturbed") into the running engine, reset its prefix
+    cache or not, sample the same prompts again and compare with the trainer holding the same
+    weights (step 1); when the cache was kept, step 2 resets it and samples once more.
+    `exemplars`: tokens kept per phase (top |d| and a uniform sample, ≤ 512 each).
+    """
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0: greedy sampling has no distribution to compare")
+    if weight_update not in WEIGHT_UPDATES:
+        raise ValueError(f"weight_update must be one of {', '.join(WEIGHT_UPDATES)}")
+    k = check_k(exemplars)
+    texts = _prompt_texts(prompts)
+    options = engine or EngineOptions()
+    options = replace(options, seed=seed, dtype=options.dtype or trainer_dtype)
+    sampling = Sampling(temperature, top_p, top_k, max_tokens, samples, seed)
+    trainer = load_model(model, trainer_dtype)
+    tokenizer = _tokenizer(model)
+    llm = start(model, options)
+    try:
+        config = effective_config(llm, sampling)
+        found = [_phase(0, "plain sampling", sample(llm, texts, sampling), trainer, sampling, k)]
+        if weight_update != "none":
+            if weight_update == "perturbed":
+                perturbed(trainer, perturbation, seed)
+            push_weights(llm, dict(trainer.state_dict()), reset_prefix_cache=reset_prefix_cache)
+            cache = "reset" if reset_prefix_cache else "kept"
+            name = f"after pushing {weight_update} weights, prefix cache {cache}"
+            found.append(_phase(1, name, sample(llm, texts, sampling), trainer, sampling, k))
+            if not reset_prefix_cache and config.get("enable_prefix_caching"):
+                # The control: the same weights with the cache dropped. Agreement here and not
+                # in step 1 pins a step-1 mismatch on the kept cache.
+                llm.reset_prefix_cache()
+                name = f"after pushing {weight_update} weights, then resetting the prefix cache"
+                found.append(_phase(2, name, sample(llm, texts, sampling), trainer, sampling, k))
+    finally:
+        stop(llm)
+    phases = tuple(_with_text(p, tokenizer) for p in found)
+    tokens = sum(int(p.metrics.get("tokens", 0)) for p in phases)
+    return ParityReport(
+        phases=phases,
+        engine=config,
+        trainer={"dtype": trainer_dtype, "framework": "transformers"},
+        parity={
+            "prompts": len(texts),
+            "tokens": tokens,
+            "samples": samples,
+            "weight_update": weight_update,
+            "reset_prefix_cache": reset_prefix_cache if weight_update != "none" else None,
+            "perturbation": perturbation if weight_update == "perturbed" else None,
+        },
+    )
+
+
+def _prompt_texts(prompts: Sequence[str] | str | Path | None) -> list[str]:
+    if prompts is None:
+        return list(BUILTIN_PROMPTS)
+    if isinstance(prompts, (str, Path)):
+        return load_prompts(prompts)
+    texts = [str(p) for p in prompts]
+    if not texts:
+        raise ValueError("no prompts given")
+    return texts
+
+
+def _tokenizer(model: str | Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model)
+
+
+def _phase(
+    step: int, name: str, batch: Batch, trainer: Any, sampling: Sampling, k: int
+) -> tuple[Phase, Batch]:
+    """One phase's metrics: the engine's logprobs against the trainer's, on a padded grid."""
+    import numpy as np
+
+    from collectors._metrics import compute_step_metrics
+
+    scored = score(
+        trainer,
+        batch.prompts,
+        batch.completions,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+    )
+    width = max((len(c) for c in batch.completions), default=0) or 1
+    shape = (len(batch.completions), width)
+    lr, lt = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    ids, mask = np.zeros(shape, np.int64), np.zeros(shape, bool)
+    for i, (rollout, trained, completion) in enumerate(
+        zip(batch.logprobs, scored, batch.completions, strict=True)
+    ):
+        n = len(completion)
+        lr[i, :n], lt[i, :n], ids[i, :n], mask[i, :n] = rollout, trained, completion, True
+    summary = compute_step_metrics(lr, lt, mask, exemplars=k, token_ids=ids)
+    return Phase(step, name, summary.metrics, summary.buckets, summary.exemplars), batch
+
+
+def _with_text(found: tuple[Phase, Batch], tokenizer: Any) -> Phase:
+    """Token text and context for the exemplars, after the engine is down (off the clock)."""
+    phase, batch = found
+    decode(phase.exemplars, batch.completions, tokenizer, prefixes=batch.prompts)
+    return phase

@@ -1,0 +1,141 @@
+"""The engine's side of a parity check: a real vLLM engine built with the options under test,
+sampling with per-request seeds (so two engines with different logprob modes sample the same
+tokens), the configuration read back from the engine, and in-place weight pushes.
+
+vLLM is imported inside the functions: the collectors import without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collectors._vllm import _sampled_logprobs, engine_config
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """What the check asks of the engine; None leaves vLLM's own default (the report records
+    what the engine really used)."""
+
+    logprobs_mode: str = "processed_logprobs"
+    enable_prefix_caching: bool | None = None
+    async_scheduling: bool | None = None
+    enforce_eager: bool = True
+    enable_chunked_prefill: bool | None = None
+    head_dtype: str = "auto"  # "auto": the model's own; else float32 / bfloat16
+    dtype: str | None = None  # None: the trainer's dtype (vLLM's "auto" picks bf16 on CPU)
+    kv_cache_memory_bytes: int = 256 << 20
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 32
+    samples: int = 2  # completions per prompt
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Sampled sequences: prompt ids, completion ids and the engine's logprob of each token."""
+
+    prompts: list[list[int]]
+    completions: list[list[int]]
+    logprobs: list[list[float]]
+
+
+def start(model_dir: str | Path, options: EngineOptions) -> Any:
+    """An in-process `vllm.LLM` with the options (multiprocessing off unless the caller set
+    VLLM_ENABLE_V1_MULTIPROCESSING: in-process engines start in seconds and take tensors)."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from vllm import LLM
+
+    kwargs: dict[str, Any] = {
+        "model": str(model_dir),
+        "dtype": options.dtype or "auto",
+        "enforce_eager": options.enforce_eager,
+        "logprobs_mode": options.logprobs_mode,
+        "kv_cache_memory_bytes": options.kv_cache_memory_bytes,
+        "seed": options.seed,
+    }
+    for name in ("enable_prefix_caching", "async_scheduling", "enable_chunked_prefill"):
+        value = getattr(options, name)
+        if value is not None:
+            kwargs[name] = value
+    if options.head_dtype != "auto":
+        kwargs["hf_overrides"] = {"head_dtype": options.head_dtype}
+    return LLM(**kwargs)
+
+
+def stop(llm: Any) -> None:
+    """Shut the engine down now (an in-process engine otherwise lives until collected)."""
+    # Already down, or another engine layout: nothing left to free.
+    with contextlib.suppress(Exception):
+        llm.llm_engine.engine_core.shutdown()
+
+
+def sample(llm: Any, prompts: Sequence[str], sampling: Sampling) -> Batch:
+    from vllm import SamplingParams
+
+    params = SamplingParams(
+        n=sampling.samples,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k if sampling.top_k > 0 else -1,
+        max_tokens=sampling.max_tokens,
+        logprobs=0,
+        seed=sampling.seed,
+    )
+    outputs = llm.generate(list(prompts), params, use_tqdm=False)
+    batch = Batch([], [], [])
+    for out in outputs:
+        for completion in out.outputs:
+            ids = list(completion.token_ids)
+            batch.prompts.append(list(out.prompt_token_ids))
+            batch.completions.append(ids)
+            batch.logprobs.append(_sampled_logprobs(ids, completion.logprobs))
+    return batch
+
+
+def effective_config(llm: Any, sampling: Sampling) -> dict[str, Any]:
+    """The parity-relevant configuration read back from the running engine, plus sampling."""
+    found = engine_config(llm)
+    config: dict[str, Any] = {"name": found.pop("engine", "vllm")}
+    config.update(found)
+    config.update(
+        {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "max_tokens": sampling.max_tokens,
+            "n": sampling.samples,
+            "seed": sampling.seed,
+        }
+    )
+    return config
+
+
+def push_weights(llm: Any, state_dict: dict[str, Any], *, reset_prefix_cache: bool) -> None:
+    """Load weights into the running engine in place (vLLM's `reload_weights` worker call),
+    then reset its prefix cache or, deliberately, not."""
+    if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(state_dict.items())})
+    else:  # tensors cannot cross to worker processes as RPC arguments: go through a checkpoint
+        import tempfile
+
+        from safetensors.torch import save_file
+
+        with tempfile.TemporaryDirectory() as tmp:
+            tensors = {k: v.detach().contiguous() for k, v in state_dict.items()}
+            save_file(tensors, os.path.join(tmp, "model.safetensors"))
+            llm.collective_rpc("reload_weights", kwargs={"weights_path": tmp})
+    if reset_prefix_cache:
+        llm.reset_prefix_cache()

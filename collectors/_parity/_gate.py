@@ -1,0 +1,115 @@
+"""The parity gate: thresholds on a report, and the engine settings that explain a failure.
+
+Defaults, from measurements and the field (METRICS.md, "Healthy magnitudes"):
+- `max_k3` = 1e-3. A matched engine and trainer in fp32 agree to rounding (k3 ≈ 1e-12 on the
+  tiny test model); a bf16 lm_head on one side gives ≈ 1e-6 … 1e-4; dense models in production
+  sit at 1e-5 … 1e-3 and NeMo treats "below 1e-3" as acceptable, so 1e-3 is the top of healthy.
+  Raw logprobs at temperature 0.7 give 1e-3 … 1e-1 and a stale prefix cache k3 of order 1.
+- `max_abs_ratio_dev_1e4` = 100, i.e. a mean importance ratio off 1 by 1 %. Sampled from the
+  rollout distribution, E[r] = 1 exactly, so a healthy check shows only sampling noise (≈ 14 at
+  k3 = 1e-3 over 1,000 tokens); raw logprobs at temperature ≠ 1 shift it by hundreds to
+  thousands — the write-ups' "ratio drift".
+A non-finite value always fails: NaN is a broken engine, not a pass.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from collectors._parity._report import ParityReport, wire
+
+DEFAULT_MAX_K3 = 1e-3
+DEFAULT_MAX_ABS_RATIO_DEV_1E4 = 100.0
+
+
+@dataclass(frozen=True)
+class Exceeded:
+    """One threshold one phase went past."""
+
+    step: int
+    phase: str
+    metric: str
+    value: float
+    limit: float
+
+
+@dataclass(frozen=True)
+class GateResult:
+    passed: bool
+    exceeded: tuple[Exceeded, ...]
+    suspicious: dict[str, str]  # flattened config key -> why its value is suspect here
+    limits: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "limits": self.limits,
+            "exceeded": [
+                {
+                    "step": x.step,
+                    "phase": x.phase,
+                    "metric": x.metric,
+                    "value": wire(x.value),
+                    "limit": x.limit,
+                }
+                for x in self.exceeded
+            ],
+            "suspicious": self.suspicious,
+        }
+
+
+def evaluate(
+    report: ParityReport,
+    *,
+    max_k3: float = DEFAULT_MAX_K3,
+    max_abs_ratio_dev_1e4: float = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
+) -> GateResult:
+    """Every (phase, metric) past its limit; the gate passes when there is none."""
+    limits = (("k3_kl", max_k3), ("ratio_dev_1e4", max_abs_ratio_dev_1e4))
+    exceeded = []
+    for phase in report.phases:
+        for metric, limit in limits:
+            value = phase.metrics.get(metric, math.nan)
+            if not math.isfinite(value) or abs(value) > limit:
+                exceeded.append(Exceeded(phase.step, phase.name, metric, value, limit))
+    return GateResult(not exceeded, tuple(exceeded), suspicious(report.config()), dict(limits))
+
+
+def suspicious(config: dict[str, Any]) -> dict[str, str]:
+    """Settings of a parity config whose values are known to cause a mismatch, keyed by their
+    flattened name (`engine.logprobs_mode`), each with the reason in this configuration."""
+    engine = config.get("engine", {})
+    trainer_dtype = str(config.get("trainer", {}).get("dtype", "float32"))
+    update = config.get("parity", {})
+    out: dict[str, str] = {}
+    mode = str(engine.get("logprobs_mode") or "raw_logprobs")
+    temperature = float(engine.get("temperature", 1.0))
+    top_p = float(engine.get("top_p", 1.0))
+    top_k = int(engine.get("top_k", 0) or 0)
+    if mode.startswith("raw") and (temperature != 1.0 or top_p < 1.0 or top_k > 0):
+        out["engine.logprobs_mode"] = (
+            f"{mode} with temperature={temperature:g}, top_p={top_p:g}, top_k={top_k}: the "
+            "engine reports logprobs before these, the tokens were sampled after them; use "
+            "processed_logprobs"
+        )
+    head = str(engine.get("head_dtype", ""))
+    if head and head != trainer_dtype:
+        out["engine.head_dtype"] = (
+            f"lm_head in {head} on the engine, {trainer_dtype} in the trainer"
+        )
+    dtype = str(engine.get("dtype", ""))
+    if dtype and dtype != trainer_dtype:
+        out["engine.dtype"] = f"engine weights in {dtype}, trainer in {trainer_dtype}"
+    weight_update = str(update.get("weight_update", "none"))
+    if (
+        engine.get("enable_prefix_caching")
+        and weight_update != "none"
+        and not update.get("reset_prefix_cache")
+    ):
+        out["engine.enable_prefix_caching"] = (
+            "prefix caching on and not reset after the weight update: cached prompt state "
+            "from the old weights is reused"
+        )
+    return out

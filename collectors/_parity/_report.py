@@ -1,0 +1,94 @@
+"""What a parity check found: per-phase metrics, buckets and exemplars, and the effective
+engine configuration — plain data, shaped for the terminal, `--json` and the server's wire
+contract (a run of kind "parity": one record per phase, the config under `engine`, `trainer`,
+`parity`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One sampling pass compared with the trainer: step 0 is plain sampling, later steps come
+    after a weight-update variant (named by `name`)."""
+
+    step: int
+    name: str
+    metrics: dict[str, float]
+    buckets: list[dict[str, Any]] = field(default_factory=list)
+    exemplars: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    """A parity check's result. `engine` is the configuration read back from the running
+    engine (what it really did, e.g. async scheduling silently off on CPU), not the request."""
+
+    phases: tuple[Phase, ...]
+    engine: dict[str, Any]
+    trainer: dict[str, Any]
+    parity: dict[str, Any]
+
+    def config(self) -> dict[str, Any]:
+        """The run config of the stored report (the wire contract's top-level keys)."""
+        return {"engine": self.engine, "trainer": self.trainer, "parity": self.parity}
+
+    def labels(self) -> dict[str, str]:
+        """Labels that find and group reports: engine version, GPU type, the options."""
+        e = self.engine
+        pairs = {
+            "vllm": e.get("version"),
+            "gpu": e.get("gpu"),
+            "logprobs_mode": e.get("logprobs_mode"),
+            "dtype": e.get("dtype"),
+            "head_dtype": e.get("head_dtype"),
+            "trainer_dtype": self.trainer.get("dtype"),
+            "prefix_caching": e.get("enable_prefix_caching"),
+            "weight_update": self.parity.get("weight_update"),
+        }
+        return {k: _label(v) for k, v in pairs.items() if v is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole report as strict JSON (NaN/Inf as the strings "nan", "inf", "-inf")."""
+        return {
+            "config": self.config(),
+            "labels": self.labels(),
+            "phases": [
+                {
+                    "step": p.step,
+                    "name": p.name,
+                    "metrics": {k: wire(v) for k, v in p.metrics.items()},
+                    "buckets": [_strict_table(t) for t in p.buckets],
+                    "exemplars": [
+                        {
+                            **ex,
+                            "rollout_logprob": wire(ex["rollout_logprob"]),
+                            "trainer_logprob": wire(ex["trainer_logprob"]),
+                        }
+                        for ex in p.exemplars
+                    ],
+                }
+                for p in self.phases
+            ],
+        }
+
+
+def wire(value: float) -> float | str:
+    value = float(value)
+    return value if math.isfinite(value) else repr(value)
+
+
+def _strict_table(table: dict[str, Any]) -> dict[str, Any]:
+    """A bucket table with non-finite sums (a trainer logprob of -inf gives sum_d = -inf) as
+    strings, like metric values."""
+    return {
+        k: [wire(x) for x in v] if isinstance(v, list) and k != "edges" else v
+        for k, v in table.items()
+    }
+
+
+def _label(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
