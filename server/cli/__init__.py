@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from demo.cli import demo
-from server.cli import alarms, maintenance, projects, serve
+from server.cli import alarms, importers, maintenance, projects, serve
 from server.cli.tokens import tokens
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app.add_typer(tokens, name="token")
 alarms.register(app)
 projects.register(app)
 maintenance.register(app)
+importers.register(app)
 app.command()(demo)
 
 
