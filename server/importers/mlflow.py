@@ -21,20 +21,25 @@ def read(
     tracking_uri: str, *, experiment: str | None = None, run_id: str | None = None
 ) -> list[SourceRun]:
     """The run `run_id`, or every run of `experiment` (of every experiment when None)."""
-    client, mlflow_error = _client(tracking_uri)
+    client = _client(tracking_uri)
     try:
         if run_id is not None:
             found = [client.get_run(run_id)]
         else:
             found = _runs(client, _experiment_ids(client, experiment, tracking_uri))
         return [_read_run(client, tracking_uri, run) for run in found]
-    except mlflow_error as exc:
-        raise SourceError(tracking_uri, f"MLflow cannot read it: {exc}") from exc
+    except ImportFailed:
+        raise
+    except Exception as exc:  # MLflow's own errors, and its store's (a damaged SQLite file)
+        raise SourceError(tracking_uri, f"MLflow cannot read it: {_first_line(exc)}") from exc
 
 
-def _client(tracking_uri: str) -> tuple[Any, type[Exception]]:
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _client(tracking_uri: str) -> Any:
     try:
-        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
     except ImportError as exc:
         raise MissingLibrary("mlflow-skinny") from exc
@@ -45,9 +50,9 @@ def _client(tracking_uri: str) -> tuple[Any, type[Exception]]:
             raise SourceError(tracking_uri, f"no such file {str(path)!r}")
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     try:
-        return MlflowClient(tracking_uri), MlflowException
-    except MlflowException as exc:
-        raise SourceError(tracking_uri, f"MLflow cannot open it: {exc}") from exc
+        return MlflowClient(tracking_uri)
+    except Exception as exc:  # as in `read`: MLflow's errors and its store's
+        raise SourceError(tracking_uri, f"MLflow cannot open it: {_first_line(exc)}") from exc
 
 
 def _experiment_ids(client: Any, experiment: str | None, tracking_uri: str) -> list[str]:
