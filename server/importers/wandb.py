@@ -2,11 +2,12 @@
 
 The format is what `wandb.Api().run(path).history()` returns — a table with `_step`, `_runtime`
 (seconds since the run started), `_timestamp` (Unix seconds) and one column per logged key, a
-row per step, an empty cell where a key was not logged at that step — written with pandas'
-`to_csv` (which adds an unnamed index column first) or `to_parquet`; `scan_history()` rows put
-into a DataFrame give the same columns (wandb/wandb: wandb/apis/public/history.py,
-wandb/apis/public/runs.py). In CSV, an empty cell means "not logged"; `nan`, `inf` and `-inf`
-are values (NaN and ±Inf are data here).
+row per step, NaN where a key was not logged at that step — written with pandas' `to_csv`
+(which adds an unnamed index column first and writes NaN as an empty cell) or `to_parquet`;
+`scan_history()` rows put into a DataFrame give the same columns (wandb/wandb:
+wandb/apis/public/history.py, wandb/apis/public/runs.py). Because that table uses NaN for "not
+logged", a NaN (or empty cell) in an export is read as "not logged at this step" — a sparse
+metric would otherwise turn into a NaN at every step — while ±Inf are kept as data.
 
 A run's config is not part of the export: `--config` takes the run's `config.yaml` (from its
 files, as W&B writes it: each key as `{desc, value}`, plus W&B's own `_wandb` key, dropped) or a
@@ -102,7 +103,7 @@ def _fill(run: SourceRun, table: Any, shown: str) -> None:
             continue
         values = pc.cast(column, "float64").to_pylist()
         for step, value, when in zip(steps, values, times, strict=True):
-            if value is not None:
+            if value is not None and value == value:  # NaN: not logged at this step
                 run.add(step, name, value, None if when is None else float(when))
 
 
