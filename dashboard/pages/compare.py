@@ -7,6 +7,14 @@ from typing import Any
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
+from dashboard.alignment import (
+    ALIGNS,
+    AXIS_TITLES,
+    DEFAULT_COUNTER,
+    aligned,
+    parse_align,
+    x_at_step,
+)
 from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
 from dashboard.figures.series import difference_figure, series_figure, zoomed
@@ -41,6 +49,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                 style={"minWidth": "420px"},
             ),
             _view_controls(params, options, chosen),
+            _align_controls(params),
             _band_controls(params),
             dcc.Graph(id=ids.CMP_GRAPH, config={"displaylogo": False}),
             html.H4("First divergence from the reference"),
@@ -96,6 +105,31 @@ def _view_controls(params: dict[str, str], options: list[dict[str, str]], chosen
     )
 
 
+def _align_controls(params: dict[str, str]) -> Any:
+    """Runs from several places line up by step, by wall time or by a samples-seen counter."""
+    return html.Div(
+        [
+            html.Span("align by "),
+            dcc.RadioItems(
+                id=ids.CMP_ALIGN,
+                options=[{"label": label, "value": key} for key, label in ALIGNS.items()],
+                value=parse_align(params.get("align")),
+                inline=True,
+                style={"display": "inline-block"},
+            ),
+            html.Span(" counter metric ", style={"marginLeft": "12px"}),
+            dcc.Input(
+                id=ids.CMP_COUNTER,
+                type="text",
+                value=params.get("counter") or DEFAULT_COUNTER,
+                debounce=True,
+                style={"width": "200px"},
+            ),
+        ],
+        style={"marginTop": "8px"},
+    )
+
+
 def _band_controls(params: dict[str, str]) -> Any:
     return html.Div(
         [
@@ -145,6 +179,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.CMP_MODE, "value"),
         Input(ids.CMP_BAND_K, "value"),
         Input(ids.CMP_BAND_N, "value"),
+        Input(ids.CMP_ALIGN, "value"),
+        Input(ids.CMP_COUNTER, "value"),
         State(ids.CMP_WINDOW, "data"),
     )
     def draw(
@@ -154,10 +190,21 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         mode: str,
         k: float | None,
         n: int | None,
+        align: str | None,
+        counter: str | None,
         window: dict[str, int | None] | None,
     ) -> Any:
         return view(
-            query, chosen or [], ref, metric, mode, float(k or 3.0), int(n or 5), window or {}
+            query,
+            chosen or [],
+            ref,
+            metric,
+            mode,
+            float(k or 3.0),
+            int(n or 5),
+            window or {},
+            align=parse_align(align),
+            counter=(counter or "").strip() or DEFAULT_COUNTER,
         )
 
     @app.callback(
@@ -168,6 +215,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.CMP_MODE, "value"),
         Input(ids.CMP_BAND_K, "value"),
         Input(ids.CMP_BAND_N, "value"),
+        Input(ids.CMP_ALIGN, "value"),
+        Input(ids.CMP_COUNTER, "value"),
         State(ids.CMP_WINDOW, "data"),
         prevent_initial_call=True,
     )
@@ -178,9 +227,16 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         mode: str,
         k: float | None,
         n: int | None,
+        align: str | None,
+        counter: str | None,
         window: dict[str, int | None] | None,
     ) -> str:
         state = {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
+        align = parse_align(align)
+        if align != "step":  # the default stays out of the link
+            state["align"] = align
+        if align == "samples" and counter and counter != DEFAULT_COUNTER:
+            state["counter"] = counter
         return encode({**state, **(window or {})})
 
 
@@ -193,9 +249,15 @@ def view(
     k: float,
     n: int,
     window: dict[str, int | None] | None = None,
+    *,
+    align: str = "step",
+    counter: str = DEFAULT_COUNTER,
 ) -> tuple[Any, list[dict[str, Any]], Any]:
     """The figure, the first-divergence rows and the config diff for the chosen runs, over the
-    steps of `window` (`step_min`, `step_max`) when a link gave one."""
+    steps of `window` (`step_min`, `step_max`) when a link gave one, the runs lined up by
+    `align` (`dashboard.alignment`; `counter` is the metric "samples" reads). The divergence
+    search compares shared steps whatever the alignment; the figure shows it where that step
+    lands on the aligned axis."""
     if not chosen:
         return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
     ref = ref if ref in chosen else chosen[0]
@@ -214,7 +276,22 @@ def view(
         divergence[names[run_id]] = step
         rows.append({"run": names[run_id], "step": "never" if step is None else step})
     ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
-    if mode == "diff" and ref in configs:
+    if align != "step":
+        fig = _aligned_figure(
+            query,
+            configs,
+            drawn,
+            ordered,
+            names,
+            divergence,
+            metric,
+            mode,
+            note,
+            align,
+            counter,
+            (lo, hi),
+        )
+    elif mode == "diff" and ref in configs:
         fig = difference_figure(
             (names[ref], drawn[ref]),
             [(names[r], drawn[r]) for r in ordered[1:]],
@@ -229,7 +306,57 @@ def view(
             height=380,
         )
     diff_rows = diff({names[r]: configs[r].config for r in ordered})
-    return zoomed(fig, lo, hi), rows, _diff_table(diff_rows, [names[r] for r in ordered])
+    if align == "step":
+        fig = zoomed(fig, lo, hi)
+    return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
+
+
+def _aligned_figure(
+    query: QueryLike,
+    configs: dict[str, Any],
+    drawn: dict[str, list[dict[str, Any]]],
+    ordered: list[str],
+    names: dict[str, str],
+    divergence: dict[str, int | None],
+    metric: str,
+    mode: str,
+    note: str,
+    align: str,
+    counter: str,
+    window: tuple[int | None, int | None],
+) -> Any:
+    """The overlay or difference figure with the runs placed by `align` instead of by step."""
+    counters: dict[str, list[dict[str, Any]]] = {}
+    if align == "samples":
+        lo, hi = window
+        counters = {
+            r: dump(query.series(r, counter, step_min=lo, step_max=hi, max_points=POINTS))["points"]
+            for r in configs
+        }
+    placed = {r: aligned(drawn[r], align, counters.get(r)) for r in configs}
+    unplaced = [names[r] for r in ordered if drawn[r] and not placed[r]]
+    why = f"no {counter} logged" if align == "samples" else "no wall times"
+    if unplaced:
+        note += f" — not drawn ({why}): {', '.join(unplaced)}"
+    axis = AXIS_TITLES[align] if align != "samples" else f"{counter} (samples seen)"
+    ref = ordered[0]
+    if mode == "diff" and len(ordered) > 1:
+        return difference_figure(
+            (names[ref], placed[ref]),
+            [(names[r], placed[r]) for r in ordered[1:]],
+            title=f"{metric}: difference to reference, by {ALIGNS[align]}{note}",
+            divergence={names[r]: x_at_step(placed[r], divergence[names[r]]) for r in ordered[1:]},
+            x_key="x",
+            x_title=axis,
+        )
+    return series_figure(
+        [(names[r], placed[r]) for r in ordered],
+        title=f"{metric}, by {ALIGNS[align]}{note}",
+        log_y=metric in LOG_SCALE,
+        height=380,
+        x_axis="aligned",
+        x_title=axis,
+    )
 
 
 def fetch(
