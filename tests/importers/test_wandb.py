@@ -27,8 +27,12 @@ VERL = (
     "training/rollout_probs_diff_max",
     "critic/score/mean",
 )
-CANONICAL = {"rollout_corr/k3_kl": "k3_kl", "rollout_corr/kl": "k1_kl",
-             "training/rollout_probs_diff_max": "prob_diff_max", "critic/score/mean": "reward_mean"}  # fmt: skip
+CANONICAL = {
+    "rollout_corr/k3_kl": "k3_kl",
+    "rollout_corr/kl": "k1_kl",
+    "training/rollout_probs_diff_max": "prob_diff_max",
+    "critic/score/mean": "reward_mean",
+}
 
 
 def value(name: str, step: int) -> float | None:
