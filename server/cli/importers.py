@@ -113,6 +113,8 @@ def _run(
                 writer.write(plan, full=full, progress=bar.update)
     except ImportFailed as exc:
         fail(exc.message)
+    except Exception as exc:  # the database: locked by a running server, unreachable, …
+        fail(f"cannot write to {db}: {exc}")
     finally:
         if writer is not None:
             writer.close()

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from collectors._adapters import FRAMEWORKS, map_metrics
+from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
 
 Kind = Literal["tensorboard", "mlflow", "wandb"]
 
@@ -181,6 +181,7 @@ def plan_run(source: SourceRun, options: Options) -> RunPlan:
     mapped: set[str] = set()
     kept: set[str] = set()
     records: list[dict[str, Any]] = []
+    mappings: dict[tuple[str, ...], list[tuple[str, str, Rule | None]]] = {}
     for step in sorted(source.steps):
         values = {}
         for name, value in source.steps[step].items():
@@ -192,11 +193,18 @@ def plan_run(source: SourceRun, options: Options) -> RunPlan:
             metrics = values
             kept.update(values)
         else:
-            result = map_metrics(framework, values)
-            metrics = result.metrics
-            kept.update(result.kept)
-            mapped.update(result.renames.values())
-            mapped.update(result.renames.get(t, t) for t in result.transforms)
+            names = tuple(values)
+            mapping = mappings.get(names)
+            if mapping is None:
+                mapping = mappings[names] = _mapping(framework, values)
+                result = map_metrics(framework, values)
+                kept.update(result.kept)
+                mapped.update(result.renames.values())
+                mapped.update(result.renames.get(t, t) for t in result.transforms)
+            metrics = {
+                target: values[name] if rule is None else rule.apply(values[name])
+                for target, name, rule in mapping
+            }
         if not metrics:
             continue
         record: dict[str, Any] = {
@@ -224,6 +232,21 @@ def plan_run(source: SourceRun, options: Options) -> RunPlan:
         kept=kept - mapped,
         skipped={k: v for k, v in skipped.items() if k not in mapped and k not in kept},
     )
+
+
+def _mapping(framework: str, values: Mapping[str, float]) -> list[tuple[str, str, Rule | None]]:
+    """How `map_metrics` maps a step with these names, in these order, as (stored name, the
+    source's name, the rule that transforms its value or None), so that the many steps of a run
+    that log the same names are mapped by a dict lookup each. Which name wins a collision depends
+    only on the names and their order, never on the values, so the plan holds for every such
+    step; `map_metrics` stays the one source of the mapping."""
+    result = map_metrics(framework, values)
+    plan: list[tuple[str, str, Rule | None]] = []
+    for target in result.metrics:
+        name = result.renames.get(target, target)
+        rule = next((r for r in lookup(framework, name) if r.target == target), None)
+        plan.append((target, name, rule if rule is not None and rule.changes_value else None))
+    return plan
 
 
 def _upsert(

@@ -54,6 +54,8 @@ class Writer:
 
     def write(self, plan: RunPlan, *, full: bool = False, progress: Progress | None = None) -> None:
         after = None if full else self.stored_last_step(plan)
+        if progress is not None and after is not None:  # what a resume skips counts as done
+            progress(sum(1 for r in plan.records if r["step"] < after))
         first = True
         for chunk in plan.batches(BATCH_RECORDS, after=after):
             self._send(plan, chunk, with_run=first)
