@@ -8,17 +8,14 @@ from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
 from dashboard.alignment import (
-    ALIGNS,
-    AXIS_TITLES,
     DEFAULT_COUNTER,
-    aligned,
     parse_align,
-    x_at_step,
 )
 from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
 from dashboard.figures.series import difference_figure, series_figure, zoomed
 from dashboard.figures.text import rollups_note
+from dashboard.pages import compare_aligned
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain.metrics import COMPARE, HEADLINE, LOG_SCALE
@@ -49,7 +46,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                 style={"minWidth": "420px"},
             ),
             _view_controls(params, options, chosen),
-            _align_controls(params),
+            compare_aligned.controls(params),
             _band_controls(params),
             dcc.Graph(id=ids.CMP_GRAPH, config={"displaylogo": False}),
             html.H4("First divergence from the reference"),
@@ -99,31 +96,6 @@ def _view_controls(params: dict[str, str], options: list[dict[str, str]], chosen
                 value=params.get("mode", "overlay"),
                 inline=True,
                 style={"display": "inline-block", "marginLeft": "12px"},
-            ),
-        ],
-        style={"marginTop": "8px"},
-    )
-
-
-def _align_controls(params: dict[str, str]) -> Any:
-    """Runs from several places line up by step, by wall time or by a samples-seen counter."""
-    return html.Div(
-        [
-            html.Span("align by "),
-            dcc.RadioItems(
-                id=ids.CMP_ALIGN,
-                options=[{"label": label, "value": key} for key, label in ALIGNS.items()],
-                value=parse_align(params.get("align")),
-                inline=True,
-                style={"display": "inline-block"},
-            ),
-            html.Span(" counter metric ", style={"marginLeft": "12px"}),
-            dcc.Input(
-                id=ids.CMP_COUNTER,
-                type="text",
-                value=params.get("counter") or DEFAULT_COUNTER,
-                debounce=True,
-                style={"width": "200px"},
             ),
         ],
         style={"marginTop": "8px"},
@@ -232,12 +204,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         window: dict[str, int | None] | None,
     ) -> str:
         state = {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
-        align = parse_align(align)
-        if align != "step":  # the default stays out of the link
-            state["align"] = align
-        if align == "samples" and counter and counter != DEFAULT_COUNTER:
-            state["counter"] = counter
-        return encode({**state, **(window or {})})
+        return encode({**state, **compare_aligned.link(align, counter), **(window or {})})
 
 
 def view(
@@ -277,7 +244,7 @@ def view(
         rows.append({"run": names[run_id], "step": "never" if step is None else step})
     ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
     if align != "step":
-        fig = _aligned_figure(
+        fig = compare_aligned.figure(
             query,
             configs,
             drawn,
@@ -290,6 +257,7 @@ def view(
             align,
             counter,
             (lo, hi),
+            POINTS,
         )
     elif mode == "diff" and ref in configs:
         fig = difference_figure(
@@ -309,54 +277,6 @@ def view(
     if align == "step":
         fig = zoomed(fig, lo, hi)
     return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
-
-
-def _aligned_figure(
-    query: QueryLike,
-    configs: dict[str, Any],
-    drawn: dict[str, list[dict[str, Any]]],
-    ordered: list[str],
-    names: dict[str, str],
-    divergence: dict[str, int | None],
-    metric: str,
-    mode: str,
-    note: str,
-    align: str,
-    counter: str,
-    window: tuple[int | None, int | None],
-) -> Any:
-    """The overlay or difference figure with the runs placed by `align` instead of by step."""
-    counters: dict[str, list[dict[str, Any]]] = {}
-    if align == "samples":
-        lo, hi = window
-        counters = {
-            r: dump(query.series(r, counter, step_min=lo, step_max=hi, max_points=POINTS))["points"]
-            for r in configs
-        }
-    placed = {r: aligned(drawn[r], align, counters.get(r)) for r in configs}
-    unplaced = [names[r] for r in ordered if drawn[r] and not placed[r]]
-    why = f"no {counter} logged" if align == "samples" else "no wall times"
-    if unplaced:
-        note += f" — not drawn ({why}): {', '.join(unplaced)}"
-    axis = AXIS_TITLES[align] if align != "samples" else f"{counter} (samples seen)"
-    ref = ordered[0]
-    if mode == "diff" and len(ordered) > 1:
-        return difference_figure(
-            (names[ref], placed[ref]),
-            [(names[r], placed[r]) for r in ordered[1:]],
-            title=f"{metric}: difference to reference, by {ALIGNS[align]}{note}",
-            divergence={names[r]: x_at_step(placed[r], divergence[names[r]]) for r in ordered[1:]},
-            x_key="x",
-            x_title=axis,
-        )
-    return series_figure(
-        [(names[r], placed[r]) for r in ordered],
-        title=f"{metric}, by {ALIGNS[align]}{note}",
-        log_y=metric in LOG_SCALE,
-        height=380,
-        x_axis="aligned",
-        x_title=axis,
-    )
 
 
 def fetch(

@@ -139,3 +139,12 @@ def test_layout_takes_the_alignment_from_the_link(query: QueryService) -> None:
     assert _find(page, ids.CMP_ALIGN).value == "samples"
     assert _find(page, ids.CMP_COUNTER).value == "num_tokens"
     assert _find(compare.layout(query, {"align": "nonsense"}), ids.CMP_ALIGN).value == "step"
+
+
+def test_the_link_keeps_only_what_differs_from_the_defaults() -> None:
+    from dashboard.pages.compare_aligned import link
+
+    assert link("step", "num_tokens") == {} and link(None, None) == {}
+    assert link("time", "num_tokens") == {"align": "time"}
+    assert link("samples", "samples_seen") == {"align": "samples"}
+    assert link("samples", "num_tokens") == {"align": "samples", "counter": "num_tokens"}
