@@ -256,7 +256,13 @@ def _upsert(
     config["imported_from"] = {"kind": source.kind, "source": source.source}
     if framework is not None:
         config["framework"] = {"name": framework, "version": options.framework_version}
-    run: dict[str, Any] = {"id": run_id, "name": source.name[:200], "config": config}
+    # A post-mortem imports a run that has ended; "finished" keeps it out of the live views.
+    run: dict[str, Any] = {
+        "id": run_id,
+        "name": source.name[:200],
+        "config": config,
+        "status": "finished",
+    }
     if options.project:
         run["project"] = options.project
     if options.labels:

@@ -51,7 +51,7 @@ def runs(db_path: Path) -> dict[str, dict[str, Any]]:
     try:
         with database.read() as conn:
             rows = conn.execute(
-                sa.text("SELECT pk, id, project, name, labels, config FROM runs")
+                sa.text("SELECT pk, id, project, name, labels, config, status FROM runs")
             ).all()
             gpus = conn.execute(
                 sa.text("SELECT DISTINCT run_pk, gpu FROM step_records WHERE gpu IS NOT NULL")
@@ -59,10 +59,11 @@ def runs(db_path: Path) -> dict[str, dict[str, Any]]:
     finally:
         database.dispose()
     out = {}
-    for pk, run_id, project, name, labels, config in rows:
+    for pk, run_id, project, name, labels, config, status in rows:
         out[run_id] = {
             "project": project,
             "name": name,
+            "status": status,
             "labels": json.loads(labels),
             "config": json.loads(config),
             "gpus": sorted(g for p, g in gpus if p == pk),

@@ -54,7 +54,7 @@ def test_verl_names_land_under_canonical_names_with_config_labels_and_gpu(tmp_pa
     assert math.isnan(series_of(values, "grad_norm")[3])  # NaN is data
     (run_id, run), *others = runs(db).items()
     assert not others
-    assert run["project"] == "postmortem"
+    assert (run["project"], run["status"]) == ("postmortem", "finished")
     assert run["labels"] == {"team": "rl"}
     assert run["gpus"] == ["NVIDIA H100 80GB HBM3"]
     config = run["config"]
