@@ -85,3 +85,17 @@ def test_unknown_framework_is_refused() -> None:
         plan_run(
             SourceRun(kind="wandb", key="/r", source="/r", name="r"), Options(framework="vlle")
         )
+
+
+def test_fast_checksum_equals_tensorboards_own() -> None:
+    pytest.importorskip("google_crc32c")
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from server.importers.tensorboard import fast_masked_crc32c
+
+    fast = fast_masked_crc32c()
+    assert fast is not None
+    rng = random.Random(3)
+    for size in (0, 1, 8, 77, 4096):
+        data = bytes(rng.randrange(256) for _ in range(size))
+        assert fast(data) == masked_crc32c(data)
