@@ -20,7 +20,7 @@ from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
 from server.importers import wandb as wandb_source
 from server.importers.core import ImportFailed, Options, SourceRun, check_framework, plan_run
-from server.importers.writer import Writer
+from server.importers.writer import Writer, check
 from server.storage import migrate as migrations
 from server.storage.db import Database
 
@@ -100,6 +100,7 @@ def _run(
         if as_run is not None and len(sources) != 1:
             raise ImportFailed(f"--as-run names one run; the source holds {len(sources)}")
         plans = [plan_run(source, options) for source in sources]
+        check(plans)
     except ImportFailed as exc:
         fail(exc.message)
     database = Database(db)

@@ -28,6 +28,7 @@ Kind = Literal["tensorboard", "mlflow", "wandb"]
 
 MAX_NAME = 200  # the ingest contract's limit on a metric name (server/schemas/ingest.py)
 MAX_EPOCH = 32503680000.0  # the ingest contract's latest accepted time (year 3000)
+MAX_STEP = 2**53  # the ingest contract's step range is 0..2^53
 SOURCE = "trainer"  # imported runs hold what the trainer logged
 ACTOR = "0"
 
@@ -114,6 +115,7 @@ class Summary:
     mapped: set[str] = field(default_factory=set)
     kept: set[str] = field(default_factory=set)
     skipped: dict[str, str] = field(default_factory=dict)
+    steps_out_of_range: int = 0
 
     def lines(self) -> list[str]:
         out = [
@@ -124,6 +126,8 @@ class Summary:
             f"{len(self.skipped)} skipped",
         ]
         out += [f"  skipped {name}: {why}" for name, why in sorted(self.skipped.items())]
+        if self.steps_out_of_range:
+            out.append(f"steps left out (not in 0..2^53): {self.steps_out_of_range:,}")
         return out
 
 
@@ -139,6 +143,7 @@ class RunPlan:
     mapped: set[str]
     kept: set[str]
     skipped: dict[str, str]
+    steps_out_of_range: int = 0
 
     def batches(self, size: int, *, after: int | None = None) -> Iterator[list[dict[str, Any]]]:
         """The records from step `after` on (all when None), `size` at a time."""
@@ -182,7 +187,8 @@ def plan_run(source: SourceRun, options: Options) -> RunPlan:
     kept: set[str] = set()
     records: list[dict[str, Any]] = []
     mappings: dict[tuple[str, ...], list[tuple[str, str, Rule | None]]] = {}
-    for step in sorted(source.steps):
+    in_range = [step for step in source.steps if 0 <= step <= MAX_STEP]
+    for step in sorted(in_range):
         values = {}
         for name, value in source.steps[step].items():
             if not 0 < len(name) <= MAX_NAME:
@@ -231,6 +237,7 @@ def plan_run(source: SourceRun, options: Options) -> RunPlan:
         mapped=mapped,
         kept=kept - mapped,
         skipped={k: v for k, v in skipped.items() if k not in mapped and k not in kept},
+        steps_out_of_range=len(source.steps) - len(in_range),
     )
 
 

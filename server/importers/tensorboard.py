@@ -9,8 +9,9 @@ Why not `EventFileLoader` or `EventAccumulator`: both are made to tail files tha
 written, so a truncated record ends the file quietly and a corrupt one is logged and skipped —
 an import would store half a run and say nothing. Here each TFRecord's length and data CRCs are
 checked (the framing of tensorflow/core/lib/io/record_writer.cc; CRC-32C by google-crc32c's C
-code when installed, else tensorboard's own `masked_crc32c`) and each record parsed with tensorboard's `Event` proto; any failure raises
-`SourceError` naming the file before anything is written.
+code when installed, else tensorboard's own `masked_crc32c`) and each record parsed with
+tensorboard's `Event` proto; any failure raises `SourceError` naming the file before anything is
+written.
 """
 
 from __future__ import annotations

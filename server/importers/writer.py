@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from server.auth import Principal
 from server.domain.names import DEFAULT_PROJECT
 from server.importers.core import ImportFailed, RunPlan, Summary
-from server.schemas.ingest import IngestIn
+from server.schemas.ingest import IngestIn, RunIn
 from server.services.ingest import IngestService
 from server.storage import runs
 from server.storage.db import Database
@@ -29,6 +31,19 @@ _ADMIN = Principal(token_id=None, project=None, scope="server-admin")
 
 Progress = Callable[[int], None]
 """Called with the number of records just written."""
+
+
+def check(plans: list[RunPlan]) -> None:
+    """Every run's upsert against the ingest contract, before anything is written, so a bad
+    `--project`, `--label` or `--as-run` stops the import whole rather than after some runs."""
+    for plan in plans:
+        try:
+            RunIn.model_validate(plan.run)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise ImportFailed(f"run {plan.run_id}: {problems}") from exc
 
 
 @dataclass
@@ -70,6 +85,7 @@ class Writer:
         s.mapped |= plan.mapped
         s.kept |= plan.kept
         s.skipped.update(plan.skipped)
+        s.steps_out_of_range += plan.steps_out_of_range
 
     def _send(self, plan: RunPlan, records: list[dict[str, Any]], *, with_run: bool) -> None:
         body: dict[str, Any] = {"records": records}

@@ -99,3 +99,12 @@ def test_fast_checksum_equals_tensorboards_own() -> None:
     for size in (0, 1, 8, 77, 4096):
         data = bytes(rng.randrange(256) for _ in range(size))
         assert fast(data) == masked_crc32c(data)
+
+
+def test_steps_outside_the_contracts_range_are_left_out_and_counted() -> None:
+    run = SourceRun(kind="tensorboard", key="/r", source="/r", name="r")
+    for step in (-1, 0, 2**53, 2**53 + 1):
+        run.add(step, "k3_kl", 1.0, None)
+    plan = plan_run(run, Options())
+    assert [r["step"] for r in plan.records] == [0, 2**53]
+    assert plan.steps_out_of_range == 2

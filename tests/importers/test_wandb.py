@@ -163,3 +163,11 @@ def test_truncated_parquet_fails_naming_it(tmp_path: Path) -> None:
 def test_label_option_must_be_key_value(tmp_path: Path) -> None:
     result = mismatch("import", "wandb", write_csv(tmp_path / "r.csv", 2), "--label", "oops")
     assert result.exit_code == 2 and "key=value" in result.output
+
+
+def test_a_bad_project_stops_the_import_before_anything_is_written(tmp_path: Path) -> None:
+    first, second = write_csv(tmp_path / "a.csv", 3), write_csv(tmp_path / "b.csv", 3)
+    db = tmp_path / "m.duckdb"
+    result = mismatch("import", "wandb", first, second, "--project", "no spaces", "--db", db)
+    assert result.exit_code == 2 and "project" in result.output
+    assert not db.exists() or count(db) == 0
