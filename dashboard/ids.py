@@ -49,6 +49,8 @@ CMP_BAND_N = "compare-band-n"
 CMP_GRAPH = "compare-graph"
 CMP_DIVERGENCE = "compare-divergence"
 CMP_CONFIG_DIFF = "compare-config-diff"
+CMP_ALIGN = "compare-align"  # step / wall time from start / samples seen
+CMP_COUNTER = "compare-counter"  # the counter metric "samples seen" reads
 CMP_WINDOW = "compare-window"  # the step range a link zoomed the view to (an alert's)
 
 # Buckets page

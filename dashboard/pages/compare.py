@@ -7,10 +7,15 @@ from typing import Any
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
+from dashboard.alignment import (
+    DEFAULT_COUNTER,
+    parse_align,
+)
 from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
 from dashboard.figures.series import difference_figure, series_figure, zoomed
 from dashboard.figures.text import rollups_note
+from dashboard.pages import compare_aligned
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
@@ -47,6 +52,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                 style={"minWidth": "420px"},
             ),
             _view_controls(params, options, chosen),
+            compare_aligned.controls(params),
             _band_controls(params),
             dcc.Graph(id=ids.CMP_GRAPH, config={"displaylogo": False}),
             html.H4("First divergence from the reference"),
@@ -151,6 +157,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.CMP_MODE, "value"),
         Input(ids.CMP_BAND_K, "value"),
         Input(ids.CMP_BAND_N, "value"),
+        Input(ids.CMP_ALIGN, "value"),
+        Input(ids.CMP_COUNTER, "value"),
         State(ids.CMP_WINDOW, "data"),
     )
     def draw(
@@ -160,10 +168,21 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         mode: str,
         k: float | None,
         n: int | None,
+        align: str | None,
+        counter: str | None,
         window: dict[str, int | None] | None,
     ) -> Any:
         return view(
-            query, chosen or [], ref, metric, mode, float(k or 3.0), int(n or 5), window or {}
+            query,
+            chosen or [],
+            ref,
+            metric,
+            mode,
+            float(k or 3.0),
+            int(n or 5),
+            window or {},
+            align=parse_align(align),
+            counter=(counter or "").strip() or DEFAULT_COUNTER,
         )
 
     @app.callback(
@@ -174,6 +193,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.CMP_MODE, "value"),
         Input(ids.CMP_BAND_K, "value"),
         Input(ids.CMP_BAND_N, "value"),
+        Input(ids.CMP_ALIGN, "value"),
+        Input(ids.CMP_COUNTER, "value"),
         State(ids.CMP_WINDOW, "data"),
         prevent_initial_call=True,
     )
@@ -184,10 +205,12 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         mode: str,
         k: float | None,
         n: int | None,
+        align: str | None,
+        counter: str | None,
         window: dict[str, int | None] | None,
     ) -> str:
         state = {"runs": chosen or [], "ref": ref, "metric": metric, "mode": mode, "k": k, "n": n}
-        return encode({**state, **(window or {})})
+        return encode({**state, **compare_aligned.link(align, counter), **(window or {})})
 
 
 def view(
@@ -199,9 +222,15 @@ def view(
     k: float,
     n: int,
     window: dict[str, int | None] | None = None,
+    *,
+    align: str = "step",
+    counter: str = DEFAULT_COUNTER,
 ) -> tuple[Any, list[dict[str, Any]], Any]:
     """The figure, the first-divergence rows and the config diff for the chosen runs, over the
-    steps of `window` (`step_min`, `step_max`) when a link gave one."""
+    steps of `window` (`step_min`, `step_max`) when a link gave one, the runs lined up by
+    `align` (`dashboard.alignment`; `counter` is the metric "samples" reads). The divergence
+    search compares shared steps whatever the alignment; the figure shows it where that step
+    lands on the aligned axis."""
     if not chosen:
         return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
     ref = ref if ref in chosen else chosen[0]
@@ -220,7 +249,23 @@ def view(
         divergence[names[run_id]] = step
         rows.append({"run": names[run_id], "step": "never" if step is None else step})
     ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
-    if mode == "diff" and ref in configs:
+    if align != "step":
+        fig = compare_aligned.figure(
+            query,
+            configs,
+            drawn,
+            ordered,
+            names,
+            divergence,
+            metric,
+            mode,
+            note,
+            align,
+            counter,
+            (lo, hi),
+            POINTS,
+        )
+    elif mode == "diff" and ref in configs:
         fig = difference_figure(
             (names[ref], drawn[ref]),
             [(names[r], drawn[r]) for r in ordered[1:]],
@@ -235,7 +280,9 @@ def view(
             height=380,
         )
     diff_rows = diff({names[r]: configs[r].config for r in ordered})
-    return zoomed(fig, lo, hi), rows, _diff_table(diff_rows, [names[r] for r in ordered])
+    if align == "step":
+        fig = zoomed(fig, lo, hi)
+    return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
 
 
 def fetch(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from demo.cli import demo
-from server.cli import alarms, maintenance, parity, projects, serve
+from server.cli import alarms, importers, maintenance, parity, projects, serve
 from server.cli.tokens import tokens
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ alarms.register(app)
 projects.register(app)
 maintenance.register(app)
 parity.register(app)
+importers.register(app)
 app.command()(demo)
 
 

@@ -1,0 +1,232 @@
+"""`mismatch import tensorboard | mlflow | wandb`: bring runs logged elsewhere in as ordinary runs.
+
+Every source is read and checked whole before anything is written, so a truncated or corrupt
+file stops the import with its name and stores nothing. Writing goes through the server's ingest
+service into `--db` (which, like `migrate`, needs no running server holding a DuckDB file), in
+ascending step order, so an interrupted import resumes where it stopped when run again and a
+finished one adds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from server.cli.common import DEFAULT_DB, DbOpt, fail
+from server.importers import mlflow as mlflow_source
+from server.importers import tensorboard as tensorboard_source
+from server.importers import wandb as wandb_source
+from server.importers.core import ImportFailed, Options, SourceRun, check_framework, plan_run
+from server.importers.writer import Writer, check
+from server.storage import migrate as migrations
+from server.storage.db import Database
+
+imports = typer.Typer(
+    help="Import runs already logged to TensorBoard, MLflow or W&B (post-mortems).",
+    no_args_is_help=True,
+)
+
+ProjectOpt = Annotated[str | None, typer.Option(help="Project the runs land in (default: default)")]
+FrameworkOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="The framework that logged the runs (verl, trl, nemo-rl, openrlhf, slime, "
+        "ms-swift): its metric names are mapped onto ours"
+    ),
+]
+FrameworkVersionOpt = Annotated[
+    str | None, typer.Option("--framework-version", help="Its version, kept with the run")
+]
+GpuOpt = Annotated[
+    str | None, typer.Option(help="The GPU the runs trained on, e.g. 'NVIDIA H100 80GB HBM3'")
+]
+LabelOpt = Annotated[
+    list[str] | None, typer.Option("--label", help="A label k=v for every run (repeatable)")
+]
+AsRunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as-run",
+        help="Store the (single) run under this id instead of one derived from its source",
+    ),
+]
+FullOpt = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Send every step again, not only those from the run's last "
+        "stored step on (for a source that gained metrics at steps already imported)",
+    ),
+]
+
+
+def _labels(pairs: list[str] | None) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"{pair!r}: a label is key=value", param_hint="--label")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def _run(
+    read: Callable[[], list[SourceRun]],
+    *,
+    db: str,
+    project: str | None,
+    framework: str | None,
+    framework_version: str | None,
+    gpu: str | None,
+    label: list[str] | None,
+    as_run: str | None,
+    full: bool,
+) -> None:
+    """Read every source run, then write them all; print the summary."""
+    labels = _labels(label)
+    try:
+        options = Options(
+            project=project,
+            framework=check_framework(framework),
+            framework_version=framework_version,
+            gpu=gpu,
+            labels=labels,
+            run_id=as_run,
+        )
+        sources = read()
+        if as_run is not None and len(sources) != 1:
+            raise ImportFailed(f"--as-run names one run; the source holds {len(sources)}")
+        plans = [plan_run(source, options) for source in sources]
+        check(plans)
+    except ImportFailed as exc:
+        fail(exc.message)
+    database = Database(db)
+    writer: Writer | None = None
+    try:
+        migrations.upgrade(database)
+        writer = Writer.open(database)
+        total = sum(len(plan.records) for plan in plans)
+        with typer.progressbar(length=max(total, 1), label="importing", file=None) as bar:
+            for plan in plans:
+                writer.write(plan, full=full, progress=bar.update)
+    except ImportFailed as exc:
+        fail(exc.message)
+    except Exception as exc:  # the database: locked by a running server, unreachable, …
+        fail(f"cannot write to {db}: {exc}")
+    finally:
+        if writer is not None:
+            writer.close()
+        database.dispose()
+    for plan in plans:
+        typer.echo(f"run {plan.run_id}")
+    for line in writer.summary.lines():
+        typer.echo(line)
+
+
+@imports.command("tensorboard")
+def tensorboard(
+    dirs: Annotated[
+        list[Path],
+        typer.Argument(help="Run directories, log directories holding runs, or event files"),
+    ],
+    project: ProjectOpt = None,
+    framework: FrameworkOpt = None,
+    framework_version: FrameworkVersionOpt = None,
+    gpu: GpuOpt = None,
+    label: LabelOpt = None,
+    as_run: AsRunOpt = None,
+    full: FullOpt = False,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Import TensorBoard event files: each directory holding event files is a run; its
+    hparams (add_hparams) become the run's config."""
+    _run(
+        lambda: tensorboard_source.read(dirs),
+        db=db,
+        project=project,
+        framework=framework,
+        framework_version=framework_version,
+        gpu=gpu,
+        label=label,
+        as_run=as_run,
+        full=full,
+    )
+
+
+@imports.command("mlflow")
+def mlflow(
+    tracking_uri: Annotated[
+        str, typer.Option("--tracking-uri", help="e.g. sqlite:///mlflow.db or http://mlflow:5000")
+    ],
+    experiment: Annotated[
+        str | None, typer.Option(help="Only this experiment (name or id)")
+    ] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Only this MLflow run")] = None,
+    project: ProjectOpt = None,
+    framework: FrameworkOpt = None,
+    framework_version: FrameworkVersionOpt = None,
+    gpu: GpuOpt = None,
+    label: LabelOpt = None,
+    as_run: AsRunOpt = None,
+    full: FullOpt = False,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Import MLflow runs: every metric's full history; params become the run's config."""
+    _run(
+        lambda: mlflow_source.read(tracking_uri, experiment=experiment, run_id=run_id),
+        db=db,
+        project=project,
+        framework=framework,
+        framework_version=framework_version,
+        gpu=gpu,
+        label=label,
+        as_run=as_run,
+        full=full,
+    )
+
+
+@imports.command("wandb")
+def wandb(
+    files: Annotated[
+        list[Path], typer.Argument(help="History exports (CSV or Parquet), one run each")
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="The run's config.yaml (from its W&B files) or a JSON object; with one file only"
+        ),
+    ] = None,
+    project: ProjectOpt = None,
+    framework: FrameworkOpt = None,
+    framework_version: FrameworkVersionOpt = None,
+    gpu: GpuOpt = None,
+    label: LabelOpt = None,
+    as_run: AsRunOpt = None,
+    full: FullOpt = False,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Import W&B run history exports (run.history() written as CSV or Parquet)."""
+
+    def read() -> list[SourceRun]:
+        if config is not None and len(files) != 1:
+            raise ImportFailed("--config belongs to one run: give one file with it")
+        return [wandb_source.read(f, config=config) for f in files]
+
+    _run(
+        read,
+        db=db,
+        project=project,
+        framework=framework,
+        framework_version=framework_version,
+        gpu=gpu,
+        label=label,
+        as_run=as_run,
+        full=full,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(imports, name="import")

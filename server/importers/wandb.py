@@ -1,0 +1,136 @@
+"""W&B run history exports (CSV or Parquet) → `SourceRun`s.
+
+The format is what `wandb.Api().run(path).history()` returns — a table with `_step`, `_runtime`
+(seconds since the run started), `_timestamp` (Unix seconds) and one column per logged key, a
+row per step, NaN where a key was not logged at that step — written with pandas' `to_csv`
+(which adds an unnamed index column first and writes NaN as an empty cell) or `to_parquet`;
+`scan_history()` rows put into a DataFrame give the same columns (wandb/wandb:
+wandb/apis/public/history.py, wandb/apis/public/runs.py). Because that table uses NaN for "not
+logged", a NaN (or empty cell) in an export is read as "not logged at this step" — a sparse
+metric would otherwise turn into a NaN at every step — while ±Inf are kept as data.
+
+A run's config is not part of the export: `--config` takes the run's `config.yaml` (from its
+files, as W&B writes it: each key as `{desc, value}`, plus W&B's own `_wandb` key, dropped) or a
+JSON object.
+
+Truncation: pandas ends a CSV with a line break, so a file that does not end with one is cut
+short (a row cut inside its last number would otherwise parse); a row with too few cells, a
+non-integer or repeated `_step`, or a Parquet file without its footer is corrupt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from server.importers.core import MissingLibrary, SourceError, SourceRun
+
+STEP = "_step"
+TIMESTAMP = "_timestamp"
+RUNTIME = "_runtime"  # seconds since start: `_timestamp` says the same, absolutely
+
+
+def read(path: str | Path, *, config: str | Path | None = None) -> SourceRun:
+    """One exported run, parsed whole; `config` is its config file, if given."""
+    file = Path(path).resolve()
+    if file.is_dir():
+        raise SourceError(
+            str(path),
+            "is a directory; give the CSV or Parquet file of a run's history export "
+            "(W&B offline run directories are not read)",
+        )
+    if not file.is_file():
+        raise SourceError(str(path), "no such file")
+    table = _table(file)
+    run = SourceRun(kind="wandb", key=str(file), source=str(file), name=file.stem)
+    if config is not None:
+        run.config = read_config(Path(config))
+    _fill(run, table, str(path))
+    return run
+
+
+def _table(file: Path) -> Any:
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingLibrary("pyarrow") from exc
+    try:
+        if file.suffix.lower() in (".parquet", ".pq"):
+            return pq.read_table(file)
+        data = file.read_bytes()
+        if data and not data.endswith((b"\n", b"\r")):
+            raise SourceError(str(file), "truncated: the last row does not end with a line break")
+        return pacsv.read_csv(
+            pa.BufferReader(data),
+            convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True),
+        )
+    except (pa.ArrowException, OSError) as exc:
+        raise SourceError(str(file), f"cannot be read as a W&B history export ({exc})") from exc
+
+
+def _fill(run: SourceRun, table: Any, shown: str) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    if STEP not in table.column_names:
+        raise SourceError(shown, f"has no {STEP!r} column: not a W&B run history export")
+    step_column = table.column(STEP)
+    if table.num_rows and (step_column.null_count or not pt.is_integer(step_column.type)):
+        raise SourceError(shown, f"corrupt: {STEP!r} must be an integer in every row")
+    steps = [int(s) for s in step_column.to_pylist()]
+    if len(set(steps)) != len(steps):
+        raise SourceError(shown, f"corrupt: a {STEP!r} appears in more than one row")
+    times: list[Any] = [None] * len(steps)
+    if TIMESTAMP in table.column_names:
+        stamp = table.column(TIMESTAMP)
+        if pt.is_floating(stamp.type) or pt.is_integer(stamp.type):
+            times = stamp.to_pylist()
+    for name in table.column_names:
+        if name in (STEP, TIMESTAMP, RUNTIME):
+            continue
+        if name == "" or name.startswith("Unnamed: "):
+            continue  # pandas' index column
+        if name.startswith("_"):
+            run.skipped[name] = "W&B's own bookkeeping column"
+            continue
+        column = table.column(name)
+        if not (pt.is_floating(column.type) or pt.is_integer(column.type)):
+            if column.null_count < len(column):
+                run.skipped[name] = f"not numeric ({column.type})"
+            continue
+        values = pc.cast(column, "float64").to_pylist()
+        for step, value, when in zip(steps, values, times, strict=True):
+            if value is not None and value == value:  # NaN: not logged at this step
+                run.add(step, name, value, None if when is None else float(when))
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A run config from W&B's `config.yaml` ({key: {desc, value}}) or a JSON object."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SourceError(str(path), f"cannot be read ({exc.strerror})") from exc
+    try:
+        if path.suffix.lower() == ".json":
+            loaded = json.loads(text)
+        else:
+            import yaml
+
+            loaded = yaml.safe_load(text)
+    except ImportError as exc:
+        raise MissingLibrary("pyyaml") from exc
+    except Exception as exc:  # json/yaml parse errors
+        raise SourceError(str(path), f"is not a JSON or YAML config ({exc})") from exc
+    if not isinstance(loaded, dict):
+        raise SourceError(str(path), "is not a mapping of config keys")
+    config: dict[str, Any] = {}
+    for key, value in loaded.items():
+        if key == "_wandb" or key == "wandb_version":
+            continue
+        if isinstance(value, dict) and "value" in value and set(value) <= {"desc", "value"}:
+            value = value["value"]
+        config[str(key)] = value
+    return config
