@@ -14,7 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-CLAMP = 20.0
+from collectors._metrics import CLAMP
+
 METRICS = (
     "k1_kl",
     "k2_kl",
