@@ -116,7 +116,8 @@ def test_a_retained_run_counts_by_its_block_means(migrated_db: Database) -> None
     sent = _ingest(migrated_db)
     with migrated_db.write() as conn:
         conn.exec_driver_sql("UPDATE runs SET last_seen = 0, created_at = 0 WHERE id = 'hw-a100'")
-    assert retention.drop_raw(migrated_db, older_than_s=1.0).runs == ["hw-a100"]
+    # an hour: only the run dated to 1970 is old, however long the ingest above took
+    assert retention.drop_raw(migrated_db, older_than_s=3600.0).runs == ["hw-a100"]
     blocks: dict[int, list[float]] = defaultdict(list)
     for (run, _, step), (_, value) in sent.items():
         if run == "hw-a100":
