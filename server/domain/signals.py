@@ -1,0 +1,215 @@
+"""Mismatch signals: every metric that measures the training–inference gap, ranked, on one scale.
+
+Trainers log the gap under different formulas: our collectors, verl and NeMo-RL log k3
+("vllm-kl"); OpenRLHF and ms-swift log k1; TRL logs the mean |d| and a sequence-level importance
+ratio; slime logs sequence means. A rule of the default pack names a *family* of signals
+(`VLLM_KL`, `RATIO`) instead of one metric, and each series of a run is watched through the
+strongest member it logs: the first of the family's ranked list below that the series has.
+
+**One scale per family.** A family's rules keep one set of numbers, in the units of its first
+member (k3 for vllm-kl, ratio_dev_1e4 for ratio drift); every other member is converted to that
+scale before a rule judges it, and the verdict's value and threshold are converted back, so an
+alert reads in the signal's own units ("abs_logp_diff_mean 0.27 above 0.25"). The conversions:
+
+| signal | to the family scale | why |
+|---|---|---|
+| k3, k1, reverse k3 (token and sequence level), ms-swift's clamped k3 | x | unbiased estimators of the same KL (k1 and reverse k3 are noisier); the clamp only bites past a k3 of 10 |
+| mean \\|d\\|, mean \\|r − 1\\| | `ABS_D_TO_K3` · x² | for small d, k3 ≈ d²/2, and (E\\|d\\|)² is E d² shrunk by the shape of d's distribution (2/π for a Gaussian); the factor is measured on real vLLM engine data, see `ABS_D_TO_K3` |
+| mult prob error | `ABS_D_TO_K3` · (x − 1)² | E exp\\|d\\| − 1 = E\\|d\\| + O(d²) |
+| ratio_dev_1e4 (token and sequence level) | x | the family's unit |
+| ratio mean (token, sequence) | (x − 1) · 10⁴ | the definition of ratio_dev_1e4 |
+| TRL's and ms-swift's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence, truncated or masked: far noisier than a token mean, see `SEQ_RATIO_NOISE` |
+
+Max-type metrics (`abs_logp_diff_max`, `ratio_max`, `k3_kl_max`) are never members: on healthy
+runs they often sit at a clamp or cap every step, so a level on them says nothing.
+
+Conversions are monotone (within a side of 1 for ratios), so a breach in the family's scale is a
+breach in the signal's own units at the converted threshold: a z-score in log space is unchanged
+by x ↦ c·x² (both the rise and the noise double), and only absolute levels move.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Container
+from dataclasses import dataclass
+from typing import Literal
+
+SIGNAL_PREFIX = "signal:"
+VLLM_KL = "signal:vllm-kl"
+"""The vllm-kl family: how far apart the two policies are (k3 scale)."""
+RATIO = "signal:ratio"
+"""The ratio-drift family: a systematic offset of the importance ratio from 1 (ratio_dev_1e4
+scale) — raw instead of processed logprobs, a sampler-only penalty, top-p renormalisation."""
+FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO)
+
+ABS_D_TO_K3 = 1.0
+"""k3 ≈ ABS_D_TO_K3 · (mean |d|)². A Gaussian d gives π/4 ≈ 0.79; a heavier-tailed d gives more.
+On the demo's real vLLM runs (tiny model, `benchmarks/signal_calibration.py`) the median of
+k3 / (mean |d|)² over every step of the four scenarios is close to 1: the
+mismatch sits on a minority of tokens. 1.0 keeps the converted thresholds at the k3 rules' own
+levels for those runs."""
+
+SEQ_RATIO_NOISE = 40.0
+"""How much noisier a per-sequence, truncated importance-ratio mean is than a token mean of r,
+as a divisor of its deviation. TRL's `importance_sampling_ratio/mean` on a healthy run with vLLM
+in colocate mode on this CPU reads 0.98–1.01 (a deviation up to 200 in ratio_dev_1e4 units, four
+times the drift rule's 50), and 0.47–0.71 with a sampler-only repetition penalty of 1.1. Dividing
+by 40 puts the drift rule's 50 at a mean ratio of 0.8 or 1.2: ten times a healthy run's
+deviation, and under half of the penalised run's."""
+
+Conversion = Literal["same", "square", "excess_square", "deviation", "scaled_deviation"]
+Level = Literal["token", "sequence"]
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One metric a family reads, how it converts to the family's scale, and what it means."""
+
+    metric: str
+    family: str
+    label: str
+    meaning: str
+    conversion: Conversion = "same"
+    level: Level = "token"
+
+    def to_scale(self, value: float) -> float:
+        """The value on the family's scale (NaN and ±Inf pass through as they are)."""
+        if not math.isfinite(value):
+            return value
+        if self.conversion == "square":
+            return ABS_D_TO_K3 * value * value
+        if self.conversion == "excess_square":
+            excess = value - 1.0
+            return ABS_D_TO_K3 * excess * excess
+        if self.conversion == "deviation":
+            return (value - 1.0) * 1e4
+        if self.conversion == "scaled_deviation":
+            return (value - 1.0) * 1e4 / SEQ_RATIO_NOISE
+        return value
+
+    def from_scale(self, scaled: float | None, near: float) -> float | None:
+        """A threshold on the family's scale in this signal's units; `near` (a value of the
+        signal) picks the side of 1 for ratio means, whose conversion is not one-to-one."""
+        if scaled is None or not math.isfinite(scaled):
+            return scaled
+        if self.conversion == "square":
+            return math.sqrt(max(scaled, 0.0) / ABS_D_TO_K3)
+        if self.conversion == "excess_square":
+            return 1.0 + math.sqrt(max(scaled, 0.0) / ABS_D_TO_K3)
+        if self.conversion in ("deviation", "scaled_deviation"):
+            noise = SEQ_RATIO_NOISE if self.conversion == "scaled_deviation" else 1.0
+            offset = abs(scaled) * noise / 1e4
+            return 1.0 - offset if math.isfinite(near) and near < 1.0 else 1.0 + offset
+        return scaled
+
+
+def _kl(metric: str, label: str, meaning: str, conversion: Conversion = "same") -> Signal:
+    level: Level = "sequence" if "_seq" in metric else "token"
+    return Signal(metric, VLLM_KL, label, meaning, conversion, level)
+
+
+def _ratio(metric: str, label: str, meaning: str, conversion: Conversion = "same") -> Signal:
+    level: Level = "sequence" if "_seq" in metric or "@" in metric else "token"
+    return Signal(metric, RATIO, label, meaning, conversion, level)
+
+
+_K3 = "KL(rollout ‖ trainer) per token, in nats: ≈ 1e-5 … 1e-3 on healthy dense bf16 runs"
+_ABS_D = "mean |log p_trainer − log p_rollout| per token, in nats: ≈ 0.01 … 0.05 when healthy"
+_RATIO = "importance ratio p_trainer / p_rollout, whose mean stays within 0.5% of 1 when healthy"
+
+SIGNALS: tuple[Signal, ...] = (
+    _kl("k3_kl", "vllm-kl (k3)", _K3),
+    _kl("k3_kl_seq", "vllm-kl (k3, per sequence)", _K3 + " (mean over sequences)"),
+    _kl(
+        "k1_kl",
+        "vllm-kl (k1)",
+        "mean log p_rollout − log p_trainer per token (k1 estimate of "
+        "the same KL, noisier, can dip below 0)",
+    ),
+    _kl("k1_kl_seq", "vllm-kl (k1, per sequence)", "k1 estimate of the KL, mean over sequences"),
+    _kl("k3_kl@ms-swift", "vllm-kl (k3, ms-swift)", _K3 + " (per-token values clamped at 10)"),
+    _kl("reverse_k3_kl", "reverse vllm-kl (k3)", "KL(trainer ‖ rollout) per token, in nats"),
+    _kl("abs_logp_diff_mean", "mean |logp diff|", _ABS_D, "square"),
+    _kl("abs_logp_diff_mean_seq", "mean |logp diff| (per sequence)", _ABS_D, "square"),
+    _kl("ratio_abs_dev", "mean |ratio − 1|", "mean |p_trainer/p_rollout − 1| per token", "square"),
+    _kl(
+        "ratio_abs_dev_seq",
+        "mean |ratio − 1| (per sequence)",
+        "mean |r − 1|, over sequences",
+        "square",
+    ),
+    _kl(
+        "mult_prob_error",
+        "mult prob error",
+        "mean exp|d| per token: 1 is parity, above 1.05 warrants a look",
+        "excess_square",
+    ),
+    _kl(
+        "mult_prob_error_seq",
+        "mult prob error (per sequence)",
+        "mean exp|d|, over sequences",
+        "excess_square",
+    ),
+    _ratio(
+        "ratio_dev_1e4",
+        "ratio drift (×1e4)",
+        "(mean importance ratio − 1) × 10⁴: a steady "
+        "offset means raw instead of processed logprobs or a sampler-only setting",
+    ),
+    _ratio(
+        "ratio_dev_1e4_seq",
+        "ratio drift (×1e4, per sequence)",
+        "(mean over sequences of the ratio − 1) × 10⁴",
+    ),
+    _ratio("ratio_mean", "importance ratio mean", _RATIO, "deviation"),
+    _ratio("ratio_mean_seq", "importance ratio mean (per sequence)", _RATIO, "deviation"),
+    _ratio(
+        "ratio_mean@trl",
+        "importance ratio mean (TRL)",
+        "TRL's mean importance ratio, one per sequence and truncated: ≈ 1 ± 0.02 when healthy",
+        "scaled_deviation",
+    ),
+    _ratio(
+        "ratio_mean@ms-swift",
+        "importance weight mean (ms-swift)",
+        "ms-swift's mean importance weight after truncation or masking: ≈ 1 when healthy",
+        "scaled_deviation",
+    ),
+)
+"""Every member, each family's in rank order: the first one a series logs is the one read."""
+
+BY_METRIC: dict[str, Signal] = {s.metric: s for s in SIGNALS}
+MEMBERS: dict[str, tuple[str, ...]] = {
+    family: tuple(s.metric for s in SIGNALS if s.family == family) for family in FAMILIES
+}
+
+
+def is_family(name: str) -> bool:
+    return name in MEMBERS
+
+
+def members(name: str) -> tuple[str, ...]:
+    """A family's members in rank order; a plain metric name stands for itself."""
+    return MEMBERS.get(name, (name,))
+
+
+def strongest(family: str, present: Container[str]) -> Signal | None:
+    """The first member of `family` found in `present`."""
+    for metric in MEMBERS.get(family, ()):
+        if metric in present:
+            return BY_METRIC[metric]
+    return None
+
+
+def headline(present: Container[str]) -> Signal | None:
+    """What a view shows as "the" mismatch of a run that logs the names in `present`: its
+    strongest vllm-kl signal, else its strongest ratio signal."""
+    return strongest(VLLM_KL, present) or strongest(RATIO, present)
+
+
+def describe(metric: str) -> str:
+    """A signal's name and meaning in words, for alert bodies and chart titles; a metric that
+    is no signal is named as it is."""
+    signal = BY_METRIC.get(metric)
+    return metric if signal is None else f"{signal.label} — {signal.meaning}"
