@@ -27,6 +27,7 @@ from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
 Kind = Literal["tensorboard", "mlflow", "wandb"]
 
 MAX_NAME = 200  # the ingest contract's limit on a metric name (server/schemas/ingest.py)
+MAX_METRICS = 2000  # the ingest contract's limit on the metrics of one record
 MAX_EPOCH = 32503680000.0  # the ingest contract's latest accepted time (year 3000)
 MAX_STEP = 2**53  # the ingest contract's step range is 0..2^53
 SOURCE = "trainer"  # imported runs hold what the trainer logged

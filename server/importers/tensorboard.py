@@ -47,7 +47,7 @@ def read(paths: Sequence[str | Path]) -> list[SourceRun]:
             )
             for file in files:
                 for event in _events(file, event_pb2, masked_crc32c):
-                    _take(run, event, make_ndarray, hparams_pb2)
+                    _take(run, event, make_ndarray, hparams_pb2, file)
             parent = runs.get(directory.parent)
             if parent is not None and _only_hparams(run):
                 _merge(parent, run)
@@ -144,7 +144,9 @@ def _events(path: Path, event_pb2: Any, masked_crc32c: Callable[[bytes], int]) -
         offset = stop + _CRC.size
 
 
-def _take(run: SourceRun, event: Any, make_ndarray: Callable[[Any], Any], hparams_pb2: Any) -> None:
+def _take(
+    run: SourceRun, event: Any, make_ndarray: Callable[[Any], Any], hparams_pb2: Any, path: Path
+) -> None:
     if not event.HasField("summary"):
         return
     step = int(event.step)
@@ -153,7 +155,7 @@ def _take(run: SourceRun, event: Any, make_ndarray: Callable[[Any], Any], hparam
         tag = value.tag
         plugin = value.metadata.plugin_data.plugin_name
         if plugin == _HPARAMS:
-            _hparams(run, value.metadata.plugin_data.content, hparams_pb2)
+            _hparams(run, value.metadata.plugin_data.content, hparams_pb2, path)
             continue
         kind = value.WhichOneof("value")
         if kind == "simple_value":
@@ -178,8 +180,11 @@ def _scalar(tensor: Any, make_ndarray: Callable[[Any], Any]) -> float | None:
     return float(array.reshape(()))
 
 
-def _hparams(run: SourceRun, content: bytes, hparams_pb2: Any) -> None:
-    data = hparams_pb2.HParamsPluginData.FromString(content)
+def _hparams(run: SourceRun, content: bytes, hparams_pb2: Any, path: Path) -> None:
+    try:
+        data = hparams_pb2.HParamsPluginData.FromString(content)
+    except Exception as exc:  # protobuf's DecodeError: checksums held, the content does not
+        raise SourceError(str(path), "corrupt: an hparams summary cannot be parsed") from exc
     if data.WhichOneof("data") != "session_start_info":
         return
     for key, value in data.session_start_info.hparams.items():
