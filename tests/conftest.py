@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.waiting import wait_for as wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
@@ -36,6 +37,37 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def listens_on(pid: int, port: int) -> bool | None:
+    """Whether process `pid` holds a listening TCP socket on `port`; None where /proc cannot
+    tell. A free port handed out here can be taken by a parallel worker before our server binds
+    it: then /healthz answers, but from the other worker's server."""
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not tables[0].exists():
+        return None
+    inodes = set()
+    for table in tables:
+        try:
+            rows = table.read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                inodes.add(fields[9])
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
 
 
 class ServerProcess:
@@ -53,6 +85,8 @@ class ServerProcess:
     ) -> None:
         """`host`: bind there (`--host`) instead of loopback, and talk to it there."""
         self.db = str(db)
+        self._port_chosen = port is None
+        self._host = host
         self.port = port or free_port()
         self.url = f"http://{host or '127.0.0.1'}:{self.port}"
         self.args = (["--host", host] if host else []) + (args or [])
@@ -63,6 +97,24 @@ class ServerProcess:
         self._log: Any = None
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
+        """Start and wait until this process answers /healthz on its port. A port chosen here
+        that another process took meanwhile (parallel workers) is chosen anew."""
+        # A restart keeps its port: clients were told this one.
+        rechoose = self._port_chosen and self.proc is None
+        for _ in range(3):
+            if self._launch(timeout):
+                return self
+            if not rechoose:
+                break
+            self.port = free_port()
+            self.url = f"http://{self._host or '127.0.0.1'}:{self.port}"
+        raise RuntimeError(f"server exited with {self.returncode()}:\n{self.log()}")
+
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def _launch(self, timeout: float) -> bool:
+        """Whether the server came up; False when it could not bind its port."""
         env = {**os.environ, **self.env}
         cmd = [
             sys.executable,
@@ -77,21 +129,33 @@ class ServerProcess:
             "warning",
             *self.args,
         ]
+        self._close_log()
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed when the process ends
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+        proc = self.proc
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                return True
             try:
-                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
-                    return self
+                healthy = httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"server did not become healthy:\n{self.log()}")
+                return False
+            # Another worker's server may hold the port this one failed to bind.
+            return healthy and listens_on(proc.pid, self.port) is not False
+
+        try:
+            wait_for(up, timeout, interval=0.1, message="server did not become healthy")
+        except AssertionError:
+            self.kill()
+            raise RuntimeError(f"server did not become healthy:\n{self.log()}") from None
+        if proc.poll() is None:
+            return True
+        if "address already in use" in self.log().lower():
+            return False
+        raise RuntimeError(f"server exited with {proc.returncode}:\n{self.log()}")
 
     def log(self) -> str:
         try:
@@ -200,7 +264,6 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
         shutil.chown(data, "postgres")
-    port = free_port()
     subprocess.run(
         _as_postgres(
             [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]
@@ -208,24 +271,32 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         check=True,
         capture_output=True,
     )
-    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run(
-        _as_postgres(
-            [
-                str(bin_dir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-o",
-                options,
-                "-l",
-                str(data / "log"),
-                "-w",
-                "start",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
+    # One cluster per pytest process (per xdist worker); a port another worker took between
+    # choosing and binding is chosen anew.
+    for attempt in range(3):
+        port = free_port()
+        options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        started = subprocess.run(
+            _as_postgres(
+                [
+                    str(bin_dir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-o",
+                    options,
+                    "-l",
+                    str(data / "log"),
+                    "-w",
+                    "start",
+                ]
+            ),
+            capture_output=True,
+        )
+        if started.returncode == 0:
+            break
+        if attempt == 2:
+            log = (data / "log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"PostgreSQL did not start:\n{started.stderr.decode()}\n{log}")
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
@@ -233,6 +304,7 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
             capture_output=True,
         )
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def fresh_pg_database(postgres_url: str) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 import collectors
 from tests.conftest import ROOT
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -40,15 +41,6 @@ def points_per_step(
     return {p["step"]: p["count"] for p in server.query(query)["points"]}
 
 
-def wait_until(predicate: Any, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 def test_server_down_at_start_then_up_delivers_everything_once(
     server_factory: Any, tmp_path: Path
 ) -> None:
@@ -62,7 +54,7 @@ def test_server_down_at_start_then_up_delivers_everything_once(
     for step in range(50, 60):
         run.log_metrics(step, {"x": float(step)})
     assert run.flush(20)
-    assert wait_until(lambda: not run.spool.pending())
+    assert wait_for(lambda: not run.spool.pending())
     run.close()
     assert points_per_step(server, "down-first") == {step: 1 for step in range(60)}
 
@@ -74,23 +66,29 @@ def test_three_kill9s_mid_run_lose_and_duplicate_nothing(
     run = fast_run(server.url, "crashy", tmp_path / "spool")
     steps = 400
     done = threading.Event()
+    logged = [0]
 
     def train() -> None:
         for step in range(steps):
             run.log_metrics(step, {"x": float(step), "y": 1.0})
-            time.sleep(0.005)
+            logged[0] = step + 1
+            time.sleep(0.005)  # a training step's pace: the run logs over seconds, not at once
         done.set()
 
     trainer = threading.Thread(target=train)
     trainer.start()
     for _ in range(3):
-        time.sleep(0.4)
+        sent = run.stats()["sent"]
+        # The run delivers to this server, then it dies with batches in flight ...
+        wait_for(lambda sent=sent: run.stats()["sent"] > sent or done.is_set())
         server.kill()
-        time.sleep(0.3)
+        # ... and stays down while the trainer logs on.
+        at_kill = logged[0]
+        wait_for(lambda at_kill=at_kill: logged[0] >= at_kill + 40 or done.is_set())
         server.start()
     trainer.join()
     assert run.flush(30)
-    assert wait_until(lambda: not run.spool.pending(), 60)
+    assert wait_for(lambda: not run.spool.pending(), 60)
     run.close()
     assert points_per_step(server, "crashy") == {step: 1 for step in range(steps)}
     assert points_per_step(server, "crashy", "y") == {step: 1 for step in range(steps)}
@@ -156,6 +154,6 @@ def test_exit_while_server_away_spools_and_next_start_replays(
     later = fast_run(server.url, "exit-spool", spool)
     later.log_metrics(100, {"x": 100.0})
     assert later.flush(20)
-    assert wait_until(lambda: not later.spool.pending())
+    assert wait_for(lambda: not later.spool.pending())
     later.close()
     assert points_per_step(server, "exit-spool") == {s: 1 for s in range(101)}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 import collectors
 from collectors._spool import Spool
 from collectors._transport import Answer, Worker, classify
+from tests.waiting import wait_for
 
 
 class FakeTransport:
@@ -138,9 +138,7 @@ def test_server_away_spools_then_replays_once_back(tmp_path: Path) -> None:
     assert worker.spool.pending()
     worker.submit("record", {"run_id": "w-run", "step": 2, "metrics": {"x": 2.0}})
     assert worker.flush(10)
-    deadline = time.monotonic() + 10
-    while worker.spool.pending() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: not worker.spool.pending(), message="the spooled record was not replayed")
     delivered = [r["step"] for b in transport.batches[3:] for r in b["records"]]
     assert sorted(delivered) == [1, 2]  # each once, the spooled one replayed
     assert not worker.spool.pending()

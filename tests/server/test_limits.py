@@ -23,6 +23,7 @@ from server.api.middleware import BodyLimitMiddleware, InflightBudget
 from server.config import Settings
 from tests.conftest import ServerProcess
 from tests.factories import batch
+from tests.waiting import wait_for
 
 MiB = 1 << 20
 
@@ -206,16 +207,17 @@ def test_a_busy_server_answers_503_that_the_collectors_retry(server_factory: Any
     body = json.dumps(batch("late", range(3))).encode()
     slow = _hold_open(server, 900_000)
     try:
-        deadline = time.monotonic() + 10
-        while True:  # until the held request has reached the middleware
-            refused = httpx.post(
+
+        def refused_busy() -> httpx.Response | None:
+            answer = httpx.post(
                 server.url + "/api/v1/ingest",
                 content=body + b" " * 200_000,
                 headers={"Content-Type": "application/json"},
             )
-            if refused.status_code == 503 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+            return answer if answer.status_code == 503 else None
+
+        # until the held request has reached the middleware
+        refused = wait_for(refused_busy, message="the held request never made the server busy")
         assert refused.status_code == 503, refused.text
         assert refused.headers["retry-after"] == "1"
         assert "busy" in refused.json()["detail"]
@@ -225,10 +227,10 @@ def test_a_busy_server_answers_503_that_the_collectors_retry(server_factory: Any
         assert (answer.outcome, answer.status, answer.retry_after) == ("retry", 503, 1.0)
     finally:
         slow.close()
-    deadline = time.monotonic() + 10
-    while server.post("/api/v1/ingest", batch("late", range(3))).status_code == 503:
-        assert time.monotonic() < deadline, "the closed request's reservation was never released"
-        time.sleep(0.1)
+    wait_for(
+        lambda: server.post("/api/v1/ingest", batch("late", range(3))).status_code != 503,
+        message="the closed request's reservation was never released",
+    )
     assert server.query("/api/v1/runs/late")["last_step"] == 2
 
 
@@ -272,6 +274,7 @@ def _post_until_stored(url: str, body: bytes, answers: list[tuple[int, str | Non
             answers.append((response.status_code, response.headers.get("retry-after")))
             if response.status_code != 503 or "retry-after" not in response.headers:
                 return
+            # The collectors' protocol: wait as long as the server asks before sending again.
             time.sleep(float(response.headers["retry-after"]))
 
 
@@ -307,7 +310,7 @@ def test_a_flood_of_large_batches_stays_within_the_memory_budget_and_all_land(
         nonlocal peak_seen
         while not done.is_set():
             peak_seen = max(peak_seen, _memory(pid)["VmRSS"])
-            time.sleep(0.02)
+            time.sleep(0.02)  # the sampling period of the resident-memory watcher
 
     answers: list[tuple[int, str | None]] = []
     clients = [

@@ -23,6 +23,7 @@ from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
 from tests.conftest import ROOT
+from tests.waiting import wait_for
 
 DAY = 86400.0
 STEPS = 3000
@@ -165,17 +166,16 @@ def test_the_maintenance_thread_compacts_and_retains(migrated_db: Database) -> N
         ]
         ingest.ingest(IngestIn.model_validate({"run": {"id": "live"}, "records": records}), OPEN)
         ingest.close()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def compacted_and_retained() -> bool:
             with migrated_db.read() as conn:
                 hot = conn.execute(sa.text("SELECT count(*) FROM points_hot")).scalar_one()
                 dropped = conn.execute(
                     sa.text("SELECT count(*) FROM runs WHERE raw_dropped_at IS NOT NULL")
                 ).scalar_one()
-            if hot == 0 and dropped == 1:
-                break
-            time.sleep(0.1)
-        assert (hot, dropped) == (0, 1), "the thread neither compacted nor retained"
+            return (hot, dropped) == (0, 1)
+
+        wait_for(compacted_and_retained, 60, message="the thread neither compacted nor retained")
         assert _raw_values(migrated_db, "live") == 2000 and maintenance.rounds >= 1
         assert not QueryService(migrated_db).get_run("live").raw_dropped
     finally:
