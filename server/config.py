@@ -86,6 +86,13 @@ class Settings(BaseSettings):
         description="An alert joins its run's open incident when it fires within this many "
         "steps of the incident's first alert",
     )
+    analysis_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=3600,
+        description="An analytical request (backtest, hardware comparison or report, series, "
+        "exemplars) still working after this many seconds is stopped and answered 503",
+    )
     dashboard: bool = True
     alarms: bool = True
     log_level: str = "info"

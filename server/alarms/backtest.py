@@ -5,6 +5,11 @@ The run's stored values are fed step by step, each step as if it had just arrive
 time, through the evaluation code live ingestion uses (`replay.py`); for a run whose series each
 reported in step order, that is exactly what live evaluation raised, however its batches were
 split. Without rule ids or drafts, the project's enabled rules are replayed.
+
+A backtest is a request anyone who reads a project may send, so its cost is bounded: the request
+model caps the number of drafts and the parameters that make a draft expensive
+(`server.schemas.alarms.DRAFT_PARAM_CAPS`), the replay walks stored steps only, and a `deadline`
+stops it when its time is up or its client went away.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from server.alarms import replay
 from server.alarms.config import check_rule
 from server.alarms.store import AlarmStore
+from server.deadlines import Deadline
 from server.domain.alarms import Rule, WouldBeAlert
 from server.domain.records import StoredRecord
 from server.domain.scopes import narrow
@@ -47,6 +53,7 @@ class Backtester:
         rule_ids: Sequence[str] = (),
         drafts: Sequence[Mapping[str, Any]] = (),
         projects: Sequence[str] | None = None,
+        deadline: Deadline | None = None,
     ) -> Backtest:
         db = self._store.db
         scope = narrow(projects, None if project is None else [project])
@@ -72,8 +79,8 @@ class Backtester:
                 f"retention dropped the raw values of run {run_id!r} up to step "
                 f"{stored.raw_dropped_until}; a backtest replays raw values"
             )
-        counted = _Counted(stored_steps.records(db, stored))
-        fired = replay.replay(evaluated, replay.by_step(counted))
+        counted = _Counted(stored_steps.records(db, stored, deadline=deadline))
+        fired = replay.replay(evaluated, replay.by_step(counted), deadline=deadline)
         return Backtest(
             found.run.id,
             found.run.project,

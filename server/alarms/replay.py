@@ -6,6 +6,9 @@ Each batch is evaluated as if it had arrived at its records' own time: the no-da
 the batch's first record time (as the server's timer would have during a silence), and the
 batch's last record time is the clock of its transitions (`cooldown_s`, `repeat_s`). Stalled-run
 rules need the wall clock of a live server and are left out.
+
+A replay costs what the run stores: it iterates stored steps, never a range of step numbers, and
+checks its `deadline` once per step.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from server.alarms.evaluation import Evaluator
+from server.deadlines import Deadline
 from server.domain.alarms import Fired, Rule, StateKey, WouldBeAlert
 from server.domain.records import StoredRecord
 
@@ -24,11 +28,19 @@ def replayable(rules: Iterable[Rule]) -> tuple[list[Rule], list[Rule]]:
     return [r for r in found if r.kind != "stalled"], [r for r in found if r.kind == "stalled"]
 
 
-def replay(rules: Iterable[Rule], batches: Iterable[Sequence[StoredRecord]]) -> list[Fired]:
-    """Every transition `rules` raise over `batches`, in order."""
+def replay(
+    rules: Iterable[Rule],
+    batches: Iterable[Sequence[StoredRecord]],
+    *,
+    deadline: Deadline | None = None,
+) -> list[Fired]:
+    """Every transition `rules` raise over `batches`, in order; `deadline` (checked before each
+    batch) stops a replay that runs too long or whose client went away."""
     evaluator = Evaluator(replayable(rules)[0])
     fired: list[Fired] = []
     for batch in batches:
+        if deadline is not None:
+            deadline.check()
         if not batch:
             continue
         fired += evaluator.no_data(min(rec.time for rec in batch))

@@ -27,6 +27,7 @@ from server.analysis.hardware import (
     like_for_like_by_label,
 )
 from server.analysis.ratios import MAX_STEPS_PER_RUN
+from server.deadlines import Deadline
 from server.domain.parity import PARITY_KEYS
 from server.errors import Rejected
 
@@ -40,6 +41,15 @@ VALUES_PER_GPU = 1000
 1,000 resamples of 1,000 values take about 80 ms on one core, so a comparison of four GPU types
 adds about a third of a second however many runs it spans. Thinning a slowly drifting k3 series
 loses little information; it only ever widens an interval, never narrows it."""
+
+MAX_GPU_TYPES = 12
+"""GPU types one comparison puts side by side: 66 pairs, a table a reader still reads, and about
+a second of resampling at the default `N_BOOT`. A fleet rarely mixes more than a handful of types;
+a selection spanning more is narrowed by label, runs or `group_by` (the refusal says so)."""
+
+MAX_N_BOOT = 5000
+"""Most resamples per GPU type a request may ask for: beyond a few thousand, a 95% percentile
+interval no longer moves, while the cost grows with the count (0.4 s per GPU type at 5,000)."""
 
 
 @dataclass(frozen=True)
@@ -152,12 +162,14 @@ def pairs(
     level: float = 0.95,
     n_boot: int = N_BOOT,
     seed: int = 0,
+    deadline: Deadline | None = None,
 ) -> list[PairResult]:
     """Every pair of GPU types (in `figures` order, earlier as A) with a bootstrap interval.
 
     The point estimate is the ratio of the exact medians in `figures`; the interval comes from
     each side's two-level block-bootstrap replicates (runs, then blocks of steps), computed once
     per GPU type and shared by the pairs it is in, each side from its own seeded generator.
+    `deadline` is checked before each GPU type's resampling.
     """
     by_gpu = {f.gpu: [p for p in pieces if p.gpu == f.gpu and p.values.size] for f in figures}
     reasons = {f.gpu: _usable(by_gpu[f.gpu], f.median) for f in figures}
@@ -166,6 +178,8 @@ def pairs(
     for f, rng in zip(figures, children, strict=True):
         if reasons[f.gpu]:
             continue
+        if deadline is not None:
+            deadline.check()
         side = by_gpu[f.gpu]
         per_piece = max(2, min(MAX_STEPS_PER_RUN, VALUES_PER_GPU // len(side)))
         logs[f.gpu] = block_bootstrap.log_medians(

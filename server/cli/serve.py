@@ -29,6 +29,20 @@ AllowedHostOpt = Annotated[
         "bind address, the --public-url host and, on loopback, localhost",
     ),
 ]
+AnalysisTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Stop an analytical request (backtest, hardware comparison, series, exemplars) "
+        "still working after this many seconds and answer 503 (default 20)"
+    ),
+]
+
+SHUTDOWN_GRACE_S = 5
+"""On SIGTERM, requests in flight get this long to finish (an ingest commits before it answers,
+so nothing acknowledged is lost); then they are cancelled, which stops analytical work at its
+next deadline check, and the server exits well within the 10 s an orchestrator usually waits
+before SIGKILL."""
+
 CorsOriginOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -86,6 +100,7 @@ def serve(
     incident_window_steps: Annotated[
         int | None, typer.Option(help="A run's alerts this close in steps form one incident")
     ] = None,
+    analysis_timeout_s: AnalysisTimeoutOpt = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
@@ -101,6 +116,7 @@ def serve(
         "webhook_allow": webhook_allow or None,
         "alert_group_wait_s": alert_group_wait_s,
         "incident_window_steps": incident_window_steps,
+        "analysis_timeout_s": analysis_timeout_s,
     }
     try:
         settings = Settings(
@@ -136,7 +152,13 @@ def _start(settings: Settings) -> None:
         f"  feed it: collectors.init(url='{settings.base_url}')  or  make demo   "
         f"API docs: {settings.base_url}/docs"
     )
-    uvicorn.run(application, host=settings.host, port=settings.port, log_level=settings.log_level)
+    uvicorn.run(
+        application,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
 
 
 def _require_tokens(settings: Settings) -> None:

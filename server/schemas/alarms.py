@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from server.domain.alarms import AlertState, ReceiverFormat, RuleKind, Severity, TransitionKind
 from server.domain.names import ID_PATTERN, NAME_PATTERN, Source
@@ -39,14 +39,58 @@ class RuleDraftIn(RuleIn):
     name: str = Field(default="draft", min_length=1, max_length=200)
 
 
+MAX_DRAFTS = 10
+"""Drafts in one backtest: enough to try a rule against a few variants of itself side by side;
+each draft replays the whole run, so the request costs this many replays at most."""
+
+DRAFT_PARAM_CAPS: dict[str, tuple[int, int, str]] = {
+    "window": (1, 1000, "values of a spike rule's trailing median and MAD"),
+    "long": (1, 1000, "values of a sustained rule's baseline"),
+    "short": (1, 100, "values of a sustained rule's recent median, taken at every value"),
+    "min_history": (1, 1000, "values before a spike rule may fire"),
+    "warmup": (1, 1000, "values before a sustained rule may fire"),
+    "within_steps": (1, 1000, "steps between a precursor's trigger and its follow spike"),
+    "refresh": (5, 1000, "values between two recomputations of a trailing median"),
+    "for_steps": (1, 1000, "breaching steps before an alert fires"),
+    "resolve_steps": (1, 1000, "calm steps before an alert resolves"),
+    "trigger_for": (1, 1000, "breaching trigger values a precursor needs"),
+}
+"""Parameter name → (least, most, what it counts) for the drafts of a backtest.
+
+A draft's cost per value grows with its windows: a spike rule sorts its `window` every `refresh`
+values, a log-space sustained rule sorts its `short` values at every value and its `long` ones
+every `refresh`. A backtest replays a whole run on the request of anyone who reads the project, so
+these are capped at what a real rule needs: the default pack's longest window is 100 values and
+its precursor looks 30 steps ahead; 1,000 leaves ten times that. `refresh` below 5 (0 meant every
+value) buys no earlier alert worth its cost: a trailing median of 50+ values barely moves in 5.
+Saved rules, which only an admin creates, are checked by the rule model alone."""
+
+
 class BacktestIn(BaseModel):
     """Which run to replay, and which rules: saved ones by id and drafts, or (neither given) the
-    project's enabled rules."""
+    project's enabled rules. At most `MAX_DRAFTS` drafts, each within `DRAFT_PARAM_CAPS`."""
 
     run: str = Field(pattern=ID_PATTERN)
     project: str | None = Field(default=None, pattern=NAME_PATTERN)
     rule_ids: list[str] = Field(default_factory=list, max_length=100)
-    rules: list[RuleDraftIn] = Field(default_factory=list, max_length=100)
+    rules: list[RuleDraftIn] = Field(default_factory=list, max_length=MAX_DRAFTS)
+
+    @field_validator("rules")
+    @classmethod
+    def _drafts_within_caps(cls, drafts: list[RuleDraftIn]) -> list[RuleDraftIn]:
+        for i, draft in enumerate(drafts):
+            for key, (least, most, counts) in DRAFT_PARAM_CAPS.items():
+                value = draft.params.get(key)
+                if value is None:
+                    continue
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    raise ValueError(f"rules[{i}].params.{key} must be a number ({counts})")
+                if not least <= value <= most:
+                    raise ValueError(
+                        f"rules[{i}].params.{key} must be between {least} and {most} in a "
+                        f"backtest draft ({counts}), got {value}"
+                    )
+        return drafts
 
 
 class RulePatch(BaseModel):

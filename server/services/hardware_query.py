@@ -19,6 +19,7 @@ from server.analysis import comparison
 from server.analysis.comparison import GpuFigures, GroupBy, Piece, RunFacts
 from server.analysis.hardware import UNKNOWN_GPU, ParityPlan
 from server.analysis.ratios import MAX_STEPS_PER_RUN
+from server.deadlines import Deadline
 from server.domain.parity import flatten
 from server.errors import Rejected
 from server.schemas.hardware import (
@@ -61,19 +62,28 @@ class HardwareQueries(RunQueries):
         group_by: str | None = None,
         n_boot: int = comparison.N_BOOT,
         projects: Sequence[str] | None = None,
+        deadline: Deadline | None = None,
     ) -> HardwareComparisonOut:
-        """The like-for-like comparison of GPU types over the selected runs (see module)."""
+        """The like-for-like comparison of GPU types over the selected runs (see module); a
+        group spanning more than `MAX_GPU_TYPES` GPU types is refused, saying how to narrow it.
+        `deadline` is checked between the reads and before each GPU type's resampling."""
         by = GroupBy.parse(group_by)
-        if not 100 <= n_boot <= 5000:
-            raise Rejected(f"n_boot must be between 100 and 5000 resamples, got {n_boot}")
+        deadline = deadline or Deadline.unbounded()
+        if not 100 <= n_boot <= comparison.MAX_N_BOOT:
+            raise Rejected(
+                f"n_boot must be between 100 and {comparison.MAX_N_BOOT} resamples, got {n_boot}"
+            )
         with self._db.read() as conn:
             rows = self._selected(conn, run_ids, project, label, projects)
             keys = _keys(rows)
             pks = {key: pk for pk, key in keys.items()}
             pooled = self._pooled(conn, metric, list(pks.values()))
             facts = _facts(rows, keys, runs.configs(conn, list(pks.values())))
+            deadline.check()
             pieces = _pieces(conn, metric, rows, keys)
+            deadline.check()
             plan = comparison.plan(facts, [(p.run_id, p.gpu) for p in pieces], by)
+            _check_gpu_types(plan, by)
             chosen = [] if plan.chosen is None else list(plan.chosen.run_ids)
             in_group = [pks[run_id] for run_id in chosen]
             group_rows = (
@@ -81,7 +91,11 @@ class HardwareQueries(RunQueries):
             )
         figures = _figures(group_rows, [p for p in pieces if p.run_id in set(chosen)])
         results = comparison.pairs(
-            [p for p in pieces if p.run_id in set(chosen)], figures, metric=metric, n_boot=n_boot
+            [p for p in pieces if p.run_id in set(chosen)],
+            figures,
+            metric=metric,
+            n_boot=n_boot,
+            deadline=deadline,
         )
         groups = (
             []
@@ -130,6 +144,22 @@ class HardwareQueries(RunQueries):
         if not pks:
             return []
         return aggregates.hardware_rows(conn, self._db.dialect, metric=metric, run_pks=pks)
+
+
+def _check_gpu_types(plan: ParityPlan, by: GroupBy) -> None:
+    """Refuse a group spanning more GPU types than one comparison shows, saying how to narrow."""
+    if plan.chosen is None or len(plan.chosen.gpus) <= comparison.MAX_GPU_TYPES:
+        return
+    gpus = plan.chosen.gpus
+    most = comparison.MAX_GPU_TYPES
+    shown = ", ".join(gpus[:5])
+    raise Rejected(
+        f"the runs compared span {len(gpus)} GPU types ({shown}, …); one comparison takes at "
+        f"most {most} ({most * (most - 1) // 2} pairs): narrow the runs with label=KEY=VALUE "
+        f"(e.g. a cluster or fleet label), runs=a,b,c or project=NAME, or group them with "
+        f"group_by=label:KEY or config:KEY (now {by.text()})",
+        detail={"reason": "too_many_gpu_types", "gpu_types": len(gpus), "max": most},
+    )
 
 
 def _keys(rows: Sequence[Any]) -> dict[int, str]:

@@ -3,7 +3,9 @@ of each step, metric and actor): what a backtest replays through the alarm rules
 
 Reads go a block of steps at a time, each block in one statement over the compacted and the hot
 values (so a concurrent compaction never shows a value twice or not at all), restricted to the
-series of the metrics asked for.
+series of the metrics asked for. Blocks start at stored steps (the next block at the first stored
+step past the last one), never walk the numbers between them: a run whose steps jump to 2^53
+costs what it stores.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from server.deadlines import Deadline
 from server.domain.records import StoredRecord
 from server.errors import Conflict
 from server.storage import runs, sql
@@ -89,15 +92,39 @@ def find(
     )
 
 
-def records(db: Database, stored: StoredRun, *, block: int = BLOCK_STEPS) -> Iterator[StoredRecord]:
+def records(
+    db: Database,
+    stored: StoredRun,
+    *,
+    block: int = BLOCK_STEPS,
+    deadline: Deadline | None = None,
+) -> Iterator[StoredRecord]:
     """Every stored step record of the run that holds a value of its series, in step order (then
-    source and actor), a block of steps per read."""
+    source and actor), a block of steps per read; each block starts at a stored step, so the
+    reads are at most one per stored step however far apart the steps are. `deadline` is checked
+    before each read."""
     if stored.first_step is None or stored.last_step is None or not stored.series:
         return
-    for lo in range(stored.first_step, stored.last_step + 1, block):
+    lo: int | None = stored.first_step
+    while lo is not None and lo <= stored.last_step:
+        if deadline is not None:
+            deadline.check()
+        hi = lo + block - 1
         with db.read() as conn:
-            found = _block(conn, stored, lo, lo + block - 1)
+            found = _block(conn, stored, lo, hi)
+            lo = _next_step(conn, stored, hi + 1)
         yield from found
+
+
+def _next_step(conn: Connection, stored: StoredRun, start: int) -> int | None:
+    """The run's first stored step at or after `start` (None: none up to its last step)."""
+    r = t.step_records.c
+    found = conn.execute(
+        sa.select(sa.func.min(r.step)).where(
+            r.run_pk == stored.run.pk, r.step >= start, r.step <= stored.last_step
+        )
+    ).scalar()
+    return None if found is None else int(found)
 
 
 def _block(conn: Connection, stored: StoredRun, lo: int, hi: int) -> list[StoredRecord]:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from server.api.bounded import AnalysisDep
 from server.api.deps import AdminDep, AlarmsDep, ReaderDep
 from server.domain.alarms import AlertState
 from server.schemas.alarms import (
@@ -48,15 +49,20 @@ def create_rule(body: RuleIn, alarms: AlarmsDep, principal: AdminDep) -> RuleOut
 
 
 @router.post("/rules/backtest", response_model=BacktestOut)
-def backtest_rules(body: BacktestIn, alarms: AlarmsDep, principal: ReaderDep) -> BacktestOut:
+async def backtest_rules(
+    body: BacktestIn, alarms: AlarmsDep, principal: ReaderDep, analysis: AnalysisDep
+) -> BacktestOut:
     """Replay rules over a stored run and return the alerts they would have raised: nothing is
-    stored, nobody is notified."""
-    result = alarms.backtest.run(
-        run_id=body.run,
-        project=body.project,
-        rule_ids=body.rule_ids,
-        drafts=[draft.model_dump() for draft in body.rules],
-        projects=principal.readable_projects(),
+    stored, nobody is notified. Runs under the server's analysis deadline (503 past it)."""
+    result = await analysis.run(
+        lambda deadline: alarms.backtest.run(
+            run_id=body.run,
+            project=body.project,
+            rule_ids=body.rule_ids,
+            drafts=[draft.model_dump() for draft in body.rules],
+            projects=principal.readable_projects(),
+            deadline=deadline,
+        )
     )
     alerts = [WouldBeAlertOut.model_validate(a) for a in result.alerts]
     return BacktestOut(

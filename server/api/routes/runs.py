@@ -1,15 +1,23 @@
-"""Read API: runs, metrics, series (downsampled, spikes kept), buckets, hardware."""
+"""Read API: runs, metrics, series (downsampled, spikes kept), buckets, hardware.
+
+The analytical reads (series, exemplars, the hardware comparison and its report page) run under
+the server's analysis deadline (`server.api.bounded`): past it they answer 503 with Retry-After,
+and their work stops when the client goes away or the server stops."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Query
 from starlette.responses import HTMLResponse, Response
 
+from dashboard.query import QueryLike
 from dashboard.report import hardware_report
+from server.analysis.comparison import MAX_N_BOOT
+from server.api.bounded import AnalysisDep
 from server.api.deps import QueryDep, ReaderDep, ScopeDep
 from server.api.responses import model_response
+from server.deadlines import Deadline
 from server.domain.names import ExemplarKind, RunKind
 from server.domain.names import RunSort as Sort
 from server.errors import Rejected
@@ -24,6 +32,7 @@ from server.schemas.query import (
     RunPageOut,
     SeriesOut,
 )
+from server.services.query import QueryService
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
@@ -69,7 +78,11 @@ def list_runs(
     ),
     order: Literal["desc", "asc"] = "desc",
     cursor: Annotated[
-        str | None, Query(max_length=1000, description="`next_cursor` of the previous page")
+        str | None,
+        Query(
+            description="`next_cursor` of the previous page; any other text answers 400 "
+            "(checked by the cursor codec, length included)"
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 50,
     kind: Annotated[
@@ -122,10 +135,11 @@ def list_metrics(run_id: str, query: QueryDep, scope: ScopeDep) -> ListOut[Metri
 
 
 @router.get("/runs/{run_id}/series", response_model=SeriesOut)
-def get_series(
+async def get_series(
     run_id: str,
     query: QueryDep,
     scope: ScopeDep,
+    analysis: AnalysisDep,
     metric: Name,
     source: Source = None,
     actor: Annotated[str | None, Query(max_length=128)] = None,
@@ -136,16 +150,18 @@ def get_series(
 ) -> Response:
     """Downsampled into at most `max_points` step buckets, each with min, max, mean and last
     over its finite values and counts of NaN/±Inf: a one-step spike is never lost."""
-    series = query.series(
-        run_id,
-        metric,
-        source=source,
-        actor=actor,
-        step_min=step_min,
-        step_max=step_max,
-        max_points=max_points,
-        bucket_steps=bucket_steps,
-        projects=scope,
+    series = await analysis.run(
+        lambda _: query.series(
+            run_id,
+            metric,
+            source=source,
+            actor=actor,
+            step_min=step_min,
+            step_max=step_max,
+            max_points=max_points,
+            bucket_steps=bucket_steps,
+            projects=scope,
+        )
     )
     return model_response(series)
 
@@ -158,9 +174,10 @@ def _split(text: str, param: str, what: str) -> list[str]:
 
 
 @router.get("/series", response_model=ListOut[SeriesOut])
-def overlay_series(
+async def overlay_series(
     query: QueryDep,
     scope: ScopeDep,
+    analysis: AnalysisDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
     metric: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     metrics: Annotated[
@@ -182,15 +199,19 @@ def overlay_series(
     order asked; a metric a run lacks is left out."""
     if (metric is None) == (metrics is None):
         raise Rejected("give either `metric` (one) or `metrics` (a,b,c), not both or neither")
-    data = query.series_grid(
-        _split(runs, "runs", "run ids"),
-        [metric] if metric is not None else _split(metrics or "", "metrics", "metric names"),
-        source=source,
-        step_min=step_min,
-        step_max=step_max,
-        max_points=max_points,
-        bucket_steps=bucket_steps,
-        projects=scope,
+    run_ids = _split(runs, "runs", "run ids")
+    names = [metric] if metric is not None else _split(metrics or "", "metrics", "metric names")
+    data = await analysis.run(
+        lambda _: query.series_grid(
+            run_ids,
+            names,
+            source=source,
+            step_min=step_min,
+            step_max=step_max,
+            max_points=max_points,
+            bucket_steps=bucket_steps,
+            projects=scope,
+        )
     )
     return model_response(ListOut(data=data, count=len(data)))
 
@@ -218,10 +239,11 @@ def get_buckets(
 
 
 @router.get("/runs/{run_id}/exemplars", response_model=ListOut[ExemplarOut])
-def get_exemplars(
+async def get_exemplars(
     run_id: str,
     query: QueryDep,
     scope: ScopeDep,
+    analysis: AnalysisDep,
     step_min: StepMin = None,
     step_max: StepMax = None,
     kind: Annotated[
@@ -232,8 +254,10 @@ def get_exemplars(
 ) -> Response:
     """The run's token exemplars over a step range, largest |d| = |trainer - rollout logprob|
     first (NaN and ±Inf first of all): the worst tokens, with their position and context."""
-    data = query.exemplars(
-        run_id, step_min=step_min, step_max=step_max, kind=kind, limit=limit, projects=scope
+    data = await analysis.run(
+        lambda _: query.exemplars(
+            run_id, step_min=step_min, step_max=step_max, kind=kind, limit=limit, projects=scope
+        )
     )
     return model_response(ListOut(data=data, count=len(data)))
 
@@ -277,13 +301,14 @@ GroupByParam = Annotated[
         "setting, the default), label:KEY or config:KEY",
     ),
 ]
-NBoot = Annotated[int, Query(ge=100, le=5000, description="Bootstrap resamples per GPU type")]
+NBoot = Annotated[int, Query(ge=100, le=MAX_N_BOOT, description="Bootstrap resamples per GPU type")]
 
 
 @router.get("/hardware", response_model=HardwareComparisonOut)
-def get_hardware(
+async def get_hardware(
     query: QueryDep,
     principal: ReaderDep,
+    analysis: AnalysisDep,
     metric: HardwareMetric = "k3_kl",
     runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
@@ -293,23 +318,29 @@ def get_hardware(
 ) -> Response:
     """A metric per GPU type over the selected runs (`data`, pooled), and like for like: the
     group of runs that share the compared settings, ratios of medians between GPU types with
-    block-bootstrap intervals, and the runs left out with the setting that keeps them out."""
-    data = query.hardware_comparison(
-        metric=metric,
-        run_ids=_split(runs, "runs", "run ids") if runs else None,
-        project=project,
-        label=label,
-        group_by=group_by,
-        n_boot=n_boot,
-        projects=principal.narrowed(project),
+    block-bootstrap intervals, and the runs left out with the setting that keeps them out.
+    A group spanning more than 12 GPU types is refused (422) with how to narrow it."""
+    run_ids = _split(runs, "runs", "run ids") if runs else None
+    data = await analysis.run(
+        lambda deadline: query.hardware_comparison(
+            metric=metric,
+            run_ids=run_ids,
+            project=project,
+            label=label,
+            group_by=group_by,
+            n_boot=n_boot,
+            projects=principal.narrowed(project),
+            deadline=deadline,
+        )
     )
     return model_response(data)
 
 
 @router.get("/hardware/report", response_class=HTMLResponse)
-def get_hardware_report(
+async def get_hardware_report(
     query: QueryDep,
     principal: ReaderDep,
+    analysis: AnalysisDep,
     metric: HardwareMetric = "k3_kl",
     runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
@@ -319,14 +350,33 @@ def get_hardware_report(
 ) -> HTMLResponse:
     """The same comparison as one self-contained HTML page (figures and plotly.js inlined), for
     a write-up or an incident review."""
-    page = hardware_report(
-        query,
-        metric=metric,
-        run_ids=_split(runs, "runs", "run ids") if runs else None,
-        project=project,
-        label=label,
-        group_by=group_by,
-        n_boot=n_boot,
-        projects=principal.narrowed(project),
+    run_ids = _split(runs, "runs", "run ids") if runs else None
+    page = await analysis.run(
+        lambda deadline: hardware_report(
+            cast(QueryLike, _Bounded(query, deadline)),
+            metric=metric,
+            run_ids=run_ids,
+            project=project,
+            label=label,
+            group_by=group_by,
+            n_boot=n_boot,
+            projects=principal.narrowed(project),
+        )
     )
     return HTMLResponse(page)
+
+
+class _Bounded:
+    """The query layer as the report page reads it, with this request's deadline: the
+    comparison takes it, and each other read checks it first."""
+
+    def __init__(self, query: QueryService, deadline: Deadline) -> None:
+        self._query = query
+        self._deadline = deadline
+
+    def hardware_comparison(self, **kwargs: Any) -> HardwareComparisonOut:
+        return self._query.hardware_comparison(**kwargs, deadline=self._deadline)
+
+    def __getattr__(self, name: str) -> Any:
+        self._deadline.check()
+        return getattr(self._query, name)
