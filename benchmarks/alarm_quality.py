@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.alarm_corpus import Trace, corpus, healthy_steps, stored_batches  # noqa: E402
 from benchmarks.common import machine  # noqa: E402
+from server.domain import signals  # noqa: E402
 
 GRACE_STEPS = 5  # an alert this many steps after the explosion still counts (one batch late)
 TARGETS = {  # name: (bound, "max" or "min")
@@ -131,14 +132,19 @@ def truth(trace: Trace) -> Truth:
 
 
 def k3_rules(pack: Sequence[Spec]) -> set[str]:
-    """Names of the rules that watch vllm-kl: metric k3_kl, or a precursor triggered by it."""
+    """Names of the rules that watch vllm-kl: metric k3_kl or its signal family, or a precursor
+    triggered by either."""
+
+    def reads_k3(name: object) -> bool:
+        return isinstance(name, str) and "k3_kl" in signals.members(name)
+
     return {
         spec["name"]
         for spec in pack
-        if spec.get("metric") == "k3_kl"
+        if reads_k3(spec.get("metric"))
         or (
             spec["kind"] == "precursor"
-            and spec.get("params", {}).get("trigger_metric", "k3_kl") == "k3_kl"
+            and reads_k3(spec.get("params", {}).get("trigger_metric", "k3_kl"))
         )
     }
 

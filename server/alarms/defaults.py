@@ -2,16 +2,23 @@
 
 | rule | kind (space) | on | fires when |
 |---|---|---|---|
-| vllm-kl spike | spike (log) | k3_kl (trainer) | log k3 more than 5 robust σ above its trailing 100-step median for 2 steps in a row, and 2e-5 above the median |
-| vllm-kl rise | sustained (log) | k3_kl (trainer) | the median of the last 7 steps more than 2.5 robust σ above the median of the 100 before, and 2e-5 above it |
-| vllm-kl high | threshold | k3_kl | above 0.1 for 5 consecutive steps |
-| ratio drift | threshold | \\|ratio_dev_1e4\\| | above 50 for 3 steps — raw vs processed logprobs |
+| vllm-kl spike | spike (log) | vllm-kl signal (trainer) | log k3 more than 5 robust σ above its trailing 100-step median for 2 steps in a row, and 2e-5 above the median |
+| vllm-kl rise | sustained (log) | vllm-kl signal (trainer) | the median of the last 7 steps more than 2.5 robust σ above the median of the 100 before, and 2e-5 above it |
+| vllm-kl high | threshold | vllm-kl signal | above 0.05 for 3 consecutive steps, from the first step: no history needed |
+| ratio drift | threshold | \\|ratio signal\\| | above 50 (×1e-4) for 3 steps, from the first step — raw vs processed logprobs, a sampler-only penalty |
 | mult prob error | threshold | mult_prob_error | above 1.1 for 5 steps |
 | entropy collapse | spike (linear, relative) | entropy | below 50% of its trailing median for 5 steps |
 | lag growing | sustained (linear) | lag | short EWMA over 2× the long one, lag above 2 |
 | non-finite | nonfinite | canonical metrics | NaN or ±Inf |
 | stalled | stalled | any step | no new step for 300 s while the run was live |
-| collapse precursor | precursor (log) | k3_kl then grad_norm/entropy | 2 steps of a vllm-kl spike followed within 30 steps by a grad_norm or entropy spike (critical) |
+| collapse precursor | precursor (log) | vllm-kl signal then grad_norm/entropy | 2 steps of a vllm-kl spike followed within 30 steps by a grad_norm or entropy spike (critical) |
+
+**Every trainer's signal.** The vllm-kl rules read the family `signals.VLLM_KL` and ratio drift
+reads `signals.RATIO`: each series through the strongest member it logs — k3 where a trainer
+logs it (our collectors, verl, NeMo-RL), k1 (OpenRLHF, ms-swift), mean |d| and the importance
+ratio (TRL), their sequence-level forms (slime) — converted to one scale, so one set of numbers
+below holds for all of them (`server/domain/signals.py` derives each conversion). An alert names
+the signal it read and gives value and threshold in that signal's units.
 
 **How the numbers were chosen.** They are tuned on the seeded corpus of
 `benchmarks/alarm_quality.py` (healthy runs with log-normal k3 noise of σ 0.3–0.8 in log space,
@@ -32,6 +39,7 @@ from typing import Any
 
 from server.alarms import ids
 from server.alarms.store import AlarmStore
+from server.domain import signals
 from server.domain.alarms import Rule
 from server.domain.metrics import NONFINITE_WATCHED
 
@@ -53,8 +61,20 @@ chance, while a slow rise crosses it long before any single value would pass the
 on the corpus it alone detects every collapse, with a median lead above 20 steps. The 100 steps
 before the short window are the baseline; it freezes while the rule breaches."""
 
-HIGH_WHY = """An absolute backstop that needs no history: 0.1 is an order of magnitude above the
-highest healthy k3 of the corpus (1e-2) and where field runs failed (A100 runs at 1e-2 … 1)."""
+HIGH_WHY = """An absolute level that needs no history, so a run mismatched from its first step (a
+sampler-only penalty, a quantized rollout engine, raw logprobs) is caught by its third step, where
+the relative rules, which compare a run with its own past, never fire. 0.05 is five times the
+highest healthy k3 of the corpus and of dense bf16 runs in the field (1e-2), inside the range
+where field runs failed (A100 at 1e-2 … 1): a healthy run at 1e-2 with the corpus's widest noise
+(σ 0.8 in log space) passes it on 2% of steps, three in a row about once per 100,000 steps, and
+benign blips come isolated. A TRL run at a mean |d| of 0.25 nats reads 0.125 here."""
+
+RATIO_WHY = """A steady offset of the mean importance ratio from 1 is what raw instead of processed
+logprobs, a sampler-only penalty, or a top-p/top-k the trainer ignores look like, from the first
+step. A healthy token mean of r stays within a few ×1e-4 of 1 (its sampling error over 1e4+
+tokens); 50 ×1e-4 held for 3 steps is far outside that. Sequence-level, truncated ratios (TRL,
+ms-swift) are scaled down by `signals.SEQ_RATIO_NOISE` first, which puts 50 at a mean of 0.8
+or 1.2."""
 
 MPE_WHY = """NeMo calls 1.05 worth a look, but a healthy run at k3 ≈ 1e-2 whose mismatch sits on
 10% of the tokens hovers at 1.03–1.06 and its noise crossed 1.05 for 3 steps ten times per 10k
@@ -69,7 +89,7 @@ PACK: list[dict[str, Any]] = [
     {
         "name": "vllm-kl spike",
         "kind": "spike",
-        "metric": "k3_kl",
+        "metric": signals.VLLM_KL,
         "source": "trainer",
         "severity": "warning",
         "params": {
@@ -84,7 +104,7 @@ PACK: list[dict[str, Any]] = [
     {
         "name": "vllm-kl rise",
         "kind": "sustained",
-        "metric": "k3_kl",
+        "metric": signals.VLLM_KL,
         "source": "trainer",
         "severity": "warning",
         "params": {
@@ -100,14 +120,14 @@ PACK: list[dict[str, Any]] = [
     {
         "name": "vllm-kl high",
         "kind": "threshold",
-        "metric": "k3_kl",
+        "metric": signals.VLLM_KL,
         "severity": "warning",
-        "params": {"threshold": 0.1, "direction": "above", "for_steps": 5},
+        "params": {"threshold": 0.05, "direction": "above", "for_steps": 3},
     },
     {
         "name": "ratio drift",
         "kind": "threshold",
-        "metric": "ratio_dev_1e4",
+        "metric": signals.RATIO,
         "severity": "warning",
         "params": {"threshold": 50.0, "abs": True, "direction": "above", "for_steps": 3},
     },
@@ -163,12 +183,12 @@ PACK: list[dict[str, Any]] = [
     {
         "name": "collapse precursor",
         "kind": "precursor",
-        "metric": "k3_kl",
+        "metric": signals.VLLM_KL,
         "source": "trainer",
         "severity": "critical",
         "params": {
             "space": "log",
-            "trigger_metric": "k3_kl",
+            "trigger_metric": signals.VLLM_KL,
             "trigger_for": 2,
             "follow": ["grad_norm", "entropy"],
             "within_steps": 30,
@@ -184,11 +204,12 @@ WHY: dict[str, str] = {
     "vllm-kl spike": SPIKE_WHY,
     "vllm-kl rise": RISE_WHY,
     "vllm-kl high": HIGH_WHY,
+    "ratio drift": RATIO_WHY,
     "mult prob error": MPE_WHY,
     "collapse precursor": PRECURSOR_WHY,
 }
 """Why a tuned rule has the numbers it has, by rule name (the others keep their first values,
-which the corpus found quiet: ratio drift, entropy collapse, non-finite, stalled)."""
+which the corpus found quiet: entropy collapse, non-finite, stalled)."""
 
 
 def seed_defaults(store: AlarmStore, project: str) -> list[Rule]:

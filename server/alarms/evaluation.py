@@ -72,8 +72,14 @@ class Evaluator:
             work: Work = []
             for key, recs in groups.items():
                 plan = self._plans.get(key)
-                if plan is None:
-                    plan = self._plans[key] = plans.build(self._index[key[0]], self.states, key)
+                if plan is None or (
+                    plan.stronger and any(not plan.stronger.isdisjoint(r.metrics) for r in recs)
+                ):  # new, or a stronger mismatch signal than the one its families read
+                    present = {name for rec in recs for name in rec.metrics}
+                    if plan is not None:
+                        present.update(metric for metric, _ in plan)
+                    plan = plans.build(self._index[key[0]], self.states, key, present)
+                    self._plans[key] = plan
                 work.append((plan, recs))
         return work
 

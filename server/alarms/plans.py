@@ -3,15 +3,22 @@
 A series here is what one actor of one run reports from one source. Its plan lists, for each
 watched metric, the rules that apply with their state already looked up, so evaluating a batch
 costs a dictionary lookup per watched metric and per record, not a rule match per value.
+
+A rule on a signal family (`signals.VLLM_KL`, `signals.RATIO`) watches one member per series:
+the strongest the series has logged so far. Its checks see the member's values converted to the
+family's scale and report value and threshold back in the member's own units. A plan remembers
+which stronger members it did not see yet (`Plan.stronger`): a batch that brings one gets the
+series a new plan, and the family's rules a new state on that member.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.alarms.rules import Check, Scan, compile_rule, compile_scan, quiet_check
+from server.alarms.rules import Check, Scan, Verdict, compile_rule, compile_scan, quiet_check
+from server.domain import signals
 from server.domain.alarms import Rule, StateKey
 
 PlanKey = tuple[str, str, str, str, str | None, tuple[tuple[str, str], ...]]
@@ -32,7 +39,10 @@ class Slot:
     scan: Scan | None  # stateful kinds: absorb a batch that breaches nothing
 
 
-Plan = list[tuple[str, list[Slot]]]
+class Plan(list[tuple[str, list[Slot]]]):
+    """(metric, slots) pairs of one series, and the family members that would change it."""
+
+    stronger: frozenset[str] = frozenset()
 
 
 def plan_key(
@@ -56,13 +66,16 @@ def build(
     by_metric: dict[str, list[Rule]],
     states: dict[StateKey, dict[str, Any]],
     key: PlanKey,
+    present: Collection[str] = (),
 ) -> Plan:
-    """The plan of one series; missing states are created in `states` (empty until used)."""
+    """The plan of one series whose records so far logged the metric names in `present`;
+    missing states are created in `states` (empty until used)."""
     project, run_id, source, actor, gpu, label_items = key
     labels = dict(label_items)
     base = f"{run_id}|{source}|{actor}"
-    plan: Plan = []
-    checks: dict[str, Check] = {}
+    plan = Plan()
+    stronger: set[str] = set()
+    checks: dict[tuple[str, str | None], tuple[Check, Scan | None, Any]] = {}
     for metric, rules in by_metric.items():
         slots = []
         for rule in rules:
@@ -75,12 +88,25 @@ def build(
                 metric=metric,
             ):
                 continue
+            family = _family_of(rule, metric)
+            signal = None
+            if family is not None:
+                signal = signals.strongest(family, present)
+                ranked = signals.members(family)
+                cut = ranked.index(signal.metric) if signal is not None else len(ranked)
+                stronger.update(ranked[:cut])
+                if signal is None or signal.metric != metric:
+                    continue  # the series is watched through a stronger member
             precursor = rule.kind == "precursor"
             state_key = (rule.id, base if precursor else f"{base}|{metric}")
             state = states.setdefault(state_key, {})
             state.setdefault("eval", {})
-            trigger = precursor and metric == rule.trigger
-            check = checks.get(rule.id) or checks.setdefault(rule.id, compile_rule(rule))
+            trigger = precursor and metric in signals.members(rule.trigger)
+            compiled_key = (rule.id, signal.metric if signal is not None else None)
+            compiled = checks.get(compiled_key)
+            if compiled is None:
+                compiled = checks[compiled_key] = _compile(rule, signal)
+            check, scan, quiet = compiled
             slots.append(
                 Slot(
                     rule,
@@ -90,10 +116,63 @@ def build(
                     timing(rule),
                     not trigger,
                     rule.kind not in ("nonfinite", "precursor"),
-                    quiet_check(rule),
-                    compile_scan(rule),
+                    quiet,
+                    scan,
                 )
             )
         if slots:
             plan.append((metric, slots))
+    plan.stronger = frozenset(stronger)
     return plan
+
+
+def _family_of(rule: Rule, metric: str) -> str | None:
+    """The signal family through which `rule` watches `metric`, if any."""
+    names = [rule.trigger] if rule.kind == "precursor" else [rule.metric]
+    for name in names:
+        if signals.is_family(name) and metric in signals.members(name):
+            return name
+    return None
+
+
+def _compile(
+    rule: Rule, signal: signals.Signal | None
+) -> tuple[Check, Scan | None, Callable[[list[float]], bool] | None]:
+    """A rule's check, batch scan and quiet test, on `signal` when it watches a family: the
+    member's values converted to the family's scale on the way in, the verdict's value and
+    threshold converted back to the member's units on the way out."""
+    if signal is None:
+        return compile_rule(rule), compile_scan(rule), quiet_check(rule)
+    member = signal.metric
+    if rule.kind == "precursor":
+        rule = rule.with_changes(params={**rule.params, "trigger_metric": member})
+    check, scan, quiet = compile_rule(rule), compile_scan(rule), quiet_check(rule)
+    if signal.conversion == "same":
+        return check, scan, quiet
+    to_scale = signal.to_scale
+
+    def converted_check(st: dict[str, Any], value: float, metric: str, step: int) -> Verdict:
+        if metric != member:
+            return check(st, value, metric, step)
+        verdict = check(st, to_scale(value), metric, step)
+        return Verdict(verdict.breach, value, signal.from_scale(verdict.threshold, value))
+
+    converted_scan: Scan | None = None
+    if scan is not None:
+        inner = scan
+
+        def converted_scan(
+            st: dict[str, Any], metric: str, steps: list[int], values: list[float]
+        ) -> bool:
+            if metric == member:
+                values = [to_scale(v) for v in values]
+            return inner(st, metric, steps, values)
+
+    converted_quiet = None
+    if quiet is not None:
+        test = quiet
+
+        def converted_quiet(values: list[float]) -> bool:
+            return test([to_scale(v) for v in values])
+
+    return converted_check, converted_scan, converted_quiet

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from server.alarms import detectors
+from server.domain import signals
 from server.domain.alarms import DEFAULT_TRIGGER, Rule
 
 Params = Mapping[str, Any]
@@ -117,13 +118,14 @@ def precursor(p: Params) -> Check:
     one-step blip of k3 is benign and announces nothing."""
     detector = detectors.spike(p)
     trigger = str(p.get("trigger_metric", DEFAULT_TRIGGER))
+    triggers = frozenset(signals.members(trigger))  # a family: any of its members
     within = int(p.get("within_steps", 30))
     need = int(p.get("trigger_for", 1))
 
     def check(st: dict[str, Any], value: float, metric: str, step: int) -> Verdict:
         states = st.setdefault("detectors", {})
         breaches, _, threshold = detector(states.setdefault(metric, {}), [value], False)
-        if metric == trigger:
+        if metric in triggers:
             _mark_trigger(st, breaches, 1, [step], need)
             return Verdict(False, value, threshold)
         since = st.get("trigger_step")
@@ -139,11 +141,12 @@ def precursor_scan(p: Params) -> Scan:
     value hands the batch back for the exact, step-interleaved replay."""
     detector = detectors.spike(p)
     trigger = str(p.get("trigger_metric", DEFAULT_TRIGGER))
+    triggers = frozenset(signals.members(trigger))  # a family: any of its members
     need = int(p.get("trigger_for", 1))
 
     def scan(st: dict[str, Any], metric: str, steps: list[int], values: list[float]) -> bool:
         state = st.setdefault("detectors", {}).setdefault(metric, {})
-        if metric == trigger:
+        if metric in triggers:
             breaches, _, _ = detector(state, values, False)
             _mark_trigger(st, breaches, len(values), steps, need)
             return True

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
+from server.domain import signals
 from server.domain.labels import LabelFilter, parse_optional
 
 RuleKind = Literal["threshold", "spike", "sustained", "nonfinite", "stalled", "precursor"]
@@ -67,10 +68,13 @@ class Rule:
         return str(self.params.get("trigger_metric", DEFAULT_TRIGGER))
 
     def watched(self) -> list[str]:
-        """Metric names this rule evaluates."""
+        """Metric names this rule evaluates; a signal family (`signals.VLLM_KL`) stands for
+        all of its members (a series is then watched through the strongest it logs)."""
         if self.kind == "precursor":
-            return [self.trigger, *self.params.get("follow", ())]
-        return list(self.params.get("metrics") or [self.metric])
+            names = [self.trigger, *self.params.get("follow", ())]
+        else:
+            names = list(self.params.get("metrics") or [self.metric])
+        return [member for name in names for member in signals.members(name)]
 
     def matches(
         self,
@@ -102,7 +106,11 @@ class Rule:
     @property
     def diagnosed(self) -> bool:
         """Its alerts' notifications carry a diagnosis (see `DIAGNOSED_METRICS`)."""
-        return self.kind == "precursor" or self.metric in DIAGNOSED_METRICS
+        return (
+            self.kind == "precursor"
+            or self.metric in DIAGNOSED_METRICS
+            or signals.is_family(self.metric)
+        )
 
     @property
     def headline_metric(self) -> str:

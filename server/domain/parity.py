@@ -29,6 +29,14 @@ PARITY_KEYS: tuple[tuple[str, str], ...] = (
     ),
     ("top_k", "top-k renormalises like top-p"),
     (
+        "repetition_penalty",
+        "a penalty the sampler applies and the trainer does not: the rollout's logprobs come "
+        "from another distribution, a mismatch present from the first step",
+    ),
+    ("presence_penalty", "a sampler-only penalty, like the repetition penalty"),
+    ("frequency_penalty", "a sampler-only penalty, like the repetition penalty"),
+    ("min_p", "min-p renormalises processed logprobs over the kept tokens, like top-p"),
+    (
         "enable_prefix_caching",
         "a prefix cache that outlives a weight update serves state computed with the old weights",
     ),
