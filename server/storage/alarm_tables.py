@@ -1,4 +1,5 @@
-"""Alarm tables (migration 0002 builds them): rules, receivers, silences, states, alerts, outbox."""
+"""Alarm tables (migration 0002 builds them): rules, receivers, silences, states, alerts, outbox;
+and which projects received the default pack (0008)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ rules = sa.Table(
     sa.Column("params", sa.Text, nullable=False),
     sa.Column("enabled", sa.Boolean, nullable=False),
     sa.Column("updated_at", F, nullable=False),
+)
+project_packs = sa.Table(
+    "project_packs",
+    metadata,
+    sa.Column("project", sa.String(128), primary_key=True),
+    sa.Column("pack", sa.String(32), primary_key=True),
+    sa.Column("received_at", F, nullable=False),
 )
 receivers = sa.Table(
     "alarm_receivers",
