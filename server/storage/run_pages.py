@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -22,7 +23,7 @@ from sqlalchemy.sql import ColumnElement
 from server.domain.labels import LabelFilter
 from server.domain.metrics import HEADLINE
 from server.domain.names import RUN_SORTS, RunSort
-from server.errors import Rejected
+from server.errors import Malformed
 from server.storage import alarm_tables, sql
 from server.storage import tables as t
 from server.storage.runs import RUN_COLUMNS
@@ -41,9 +42,33 @@ class RunFilter:
     kind: str | None = None  # "training" or "parity"; None: every kind
 
 
+MAX_CURSOR = 4096
+"""The longest cursor text taken: a run name's sort key (its 200 characters lowered, UTF-8)
+with the rest, in base64, fits with room to spare."""
+_MAX_PK = 2**63 - 1  # BIGINT
+_MAX_EXACT = 2**53  # an integer sort key beyond this is no float64 a row could hold
+_MAX_KEY_TEXT = 1000
+
+
+class InvalidCursor(Malformed):
+    """A `cursor` that this server did not give, or gave for another sort (400). The codec
+    raises nothing else, whatever text it is handed."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(
+            f"cursor: not a cursor this server gave ({why}); leave it out to start from the "
+            "first page"
+        )
+
+
 @dataclass(frozen=True)
 class Cursor:
-    """Where a page ended: the last row's sort key and pk, for the sort it was made with."""
+    """Where a page ended: the last row's sort key and pk, for the sort it was made with.
+
+    Its text is base64url of the JSON list `[sort, descending, key, pk]`. Decoding checks every
+    part against what the sort's key is in SQL (text for `name`, a count for `alarms`, a
+    finite time for `created` and `activity`, any float64 for `k3`) and the pk against BIGINT,
+    so a forged cursor is refused here and never reaches the database as a type clash."""
 
     sort: Sort
     descending: bool
@@ -51,21 +76,58 @@ class Cursor:
     pk: int
 
     def encode(self) -> str:
-        raw = json.dumps([self.sort, self.descending, self.key, self.pk], allow_nan=True)
+        raw = json.dumps(
+            [self.sort, self.descending, self.key, self.pk], allow_nan=True, ensure_ascii=False
+        )
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
+        """The cursor `text` stands for; `InvalidCursor` for anything else."""
+        if not isinstance(text, str) or not 0 < len(text) <= MAX_CURSOR:
+            raise InvalidCursor(f"a cursor is 1-{MAX_CURSOR} characters")
         try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-            sort, descending, key, pk = json.loads(raw)
-            if sort not in SORTS or not isinstance(pk, int):
-                raise ValueError(sort)
-            return cls(sort, bool(descending), key, pk)
-        except (ValueError, TypeError) as exc:
-            raise Rejected(
-                "cursor: not a cursor this server gave; start from the first page"
-            ) from exc
+            raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+            value = json.loads(raw)
+        except (ValueError, RecursionError):  # binascii.Error, JSON and UTF-8 errors
+            raise InvalidCursor("not base64url of JSON") from None
+        if not isinstance(value, list) or len(value) != 4:
+            raise InvalidCursor("not a list of four parts")
+        sort, descending, key, pk = value
+        if sort not in SORTS:
+            raise InvalidCursor(f"its sort is not one of {', '.join(SORTS)}")
+        if not isinstance(descending, bool):
+            raise InvalidCursor("its order is not true or false")
+        if not _is_int(pk) or not 0 <= pk <= _MAX_PK:
+            raise InvalidCursor("its row is not a row number")
+        return cls(sort, descending, _key(sort, key), pk)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _key(sort: Sort, key: object) -> Any:
+    """`key` as the sort's SQL key takes it; InvalidCursor when it cannot be one."""
+    if sort == "name":
+        if not isinstance(key, str) or len(key) > _MAX_KEY_TEXT or "\x00" in key:
+            raise InvalidCursor("its key is not a run name")
+        try:
+            key.encode()
+        except UnicodeEncodeError:  # a lone surrogate: "\ud800" is valid JSON, not text
+            raise InvalidCursor("its key is not a run name") from None
+        return key
+    if sort == "alarms":
+        if not _is_int(key) or not 0 <= key <= _MAX_PK:
+            raise InvalidCursor("its key is not a count of alerts")
+        return key
+    if _is_int(key) and abs(key) <= _MAX_EXACT:
+        key = float(key)
+    if not isinstance(key, float):
+        raise InvalidCursor("its key is not a number")
+    if sort != "k3" and not math.isfinite(key):  # times are finite; vllm-kl may be NaN or ±Inf
+        raise InvalidCursor("its key is not a time")
+    return key
 
 
 @dataclass(frozen=True)
@@ -146,7 +208,7 @@ def page(
 ) -> Page:
     """One page of runs matching `filters`, and how many match in all."""
     if after is not None and (after.sort, after.descending) != (sort, descending):
-        raise Rejected("cursor: it was made for another sort; start from the first page")
+        raise InvalidCursor("it was made for another sort or order")
     r = t.runs.c
     k3, firing = _k3_heads(), _firing()
     joined = t.runs.outerjoin(k3, k3.c.run_pk == r.pk).outerjoin(
