@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from server.alarms import ids, rules
+from server.alarms.defaults import PACK, seed_defaults
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.outbound import check_url
 from server.alarms.safe_http import TrialResult
@@ -20,12 +21,12 @@ from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Alert, Receiver, ReceiverFormat, Rule, Silence
 from server.domain.labels import InvalidLabelFilter, parse_optional
+from server.domain.rule_params import param_problems
 from server.errors import Forbidden, NotFound, Rejected, UnsafeTarget
 from server.storage import alarm_tables as t
 
 MASKED_SECRET = "whsec_…"
 _Owned = TypeVar("_Owned", Rule, Receiver, Silence)
-_COUNTS = ("for_steps", "window", "resolve_steps", "min_history")
 
 
 class AlarmConfigService:
@@ -40,10 +41,29 @@ class AlarmConfigService:
     ) -> list[Rule]:
         return [r for r in self._store.rules(project) if _visible(r.project, projects)]
 
+    def rules_note(self, project: str) -> str | None:
+        """A sentence saying that `project` has no enabled rules; None when it has some."""
+        if any(r.enabled for r in self._store.rules(project)):
+            return None
+        return no_rules_note(project)
+
+    def install_defaults(self, project: str, *, projects: Sequence[str] | None = None) -> list[Rule]:
+        """The default pack into `project` again, on purpose (after its rules were deleted);
+        rules of the pack it still has by name are left as they are."""
+        _writable(project, projects)
+        have = {r.name for r in self._store.rules(project)}
+        made = []
+        for spec in PACK:
+            if spec["name"] not in have:
+                made.append(self._store.save_rule(Rule(id=ids.rule(), project=project, **spec)))
+        self._service.reload()
+        return made
+
     def create_rule(self, *, projects: Sequence[str] | None = None, **fields: Any) -> Rule:
         rule = Rule(id=ids.rule(), **fields)
         _writable(rule.project, projects)
         check_rule(rule)
+        seed_defaults(self._store, rule.project)  # a project made by its first rule
         self._store.save_rule(rule)
         self._service.reload()
         return rule
@@ -166,16 +186,10 @@ def check_rule(rule: Rule) -> None:
     p = rule.params
     if rule.kind == "threshold" and not isinstance(p.get("threshold"), (int, float)):
         raise Rejected("params.threshold: a threshold rule needs a numeric threshold")
-    for key in _COUNTS:
-        if key in p and (
-            not isinstance(p[key], int) or isinstance(p[key], bool) or not 1 <= p[key] <= 100_000
-        ):
-            raise Rejected(f"params.{key}: must be an integer between 1 and 100000")
-    seconds = p.get("no_data_s")
-    if seconds is not None and (
-        not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0
-    ):
-        raise Rejected("params.no_data_s: must be a number of seconds above 0")
+    problems = param_problems(p)  # the ranges' one table: `server.domain.rule_params`
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise Rejected(problems[0] + more, detail=problems)
     try:
         watched = rule.watched()
     except TypeError:
@@ -186,7 +200,7 @@ def check_rule(rule: Rule) -> None:
     if rule.kind != "stalled":
         try:
             rules.compile_rule(rule)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, ArithmeticError) as exc:
             raise Rejected(f"params: {exc}") from exc
 
 

@@ -13,11 +13,18 @@ and of one width whatever the run's level, so one z fits runs at 1e-5 and at 1e-
 absolute `floor` stays in the metric's units either way: a value must exceed the trailing median
 by at least `floor`, so a flat near-zero series never fires on rounding noise. In log space a
 value ≤ 0 counts as `LOG_FLOOR`.
+
+**Total.** For parameters within their ranges (`server.domain.rule_params`) a detector answers
+every value — NaN, ±Inf, 0, negatives, the largest and the smallest floats — without raising: a
+bound too large for a float is +Inf (nothing breaches it), a median of two huge values does not
+overflow, a spread too wide for a float is the largest one, and an average that would overflow
+stays within the values it averages.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,10 +38,18 @@ SPACES = ("linear", "log")
 LOG_FLOOR = 1e-30
 MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution is 0.6745 σ
 MIN_SCALE = 1e-12  # a constant history: any rise above the floor is a breach
+MAX_FLOAT = sys.float_info.max
 
 _isfinite = math.isfinite
 _log = math.log
-_exp = math.exp
+
+
+def _exp(x: float) -> float:
+    """e**x, +Inf where that is too large for a float (a bound nothing can pass)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def space(p: Params) -> str:
@@ -48,12 +63,15 @@ def space(p: Params) -> str:
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+    if len(ordered) % 2:
+        return ordered[mid]
+    return 0.5 * ordered[mid - 1] + 0.5 * ordered[mid]  # halves first: two huge values fit
 
 
 def _scale(history: list[float], med: float) -> float:
-    """The robust standard deviation of a history: 1.4826 × its median absolute deviation."""
-    return max(MAD_TO_SIGMA * _median([abs(v - med) for v in history]), MIN_SCALE)
+    """The robust standard deviation of a history: 1.4826 × its median absolute deviation, at
+    least `MIN_SCALE` and at most the largest float (z × it is then never NaN)."""
+    return min(max(MAD_TO_SIGMA * _median([abs(v - med) for v in history]), MIN_SCALE), MAX_FLOAT)
 
 
 def spike(p: Params) -> Core:
@@ -155,8 +173,15 @@ def _sustained_ewma(p: Params) -> Core:
                 out = (value, None)
                 continue
             n += 1
-            short = value if n == 1 else short + a_short * (value - short)
-            long = value if n == 1 else long + a_long * (value - long)
+            if n == 1:
+                short = long = value
+            else:
+                step_short = short + a_short * (value - short)
+                step_long = long + a_long * (value - long)
+                if not (_isfinite(step_short) and _isfinite(step_long)):  # ±1e308 overflowed
+                    step_short = _average(short, value, a_short)
+                    step_long = _average(long, value, a_long)
+                short, long = step_short, step_long
             out = (short, long * ratio)
             if n >= warmup and short > floor and long > 0 and short > ratio * long:
                 breaches.append(i)
@@ -167,6 +192,13 @@ def _sustained_ewma(p: Params) -> Core:
         return breaches, *out
 
     return run
+
+
+def _average(old: float, value: float, weight: float) -> float:
+    """An EWMA step that cannot overflow: a weighted average stays between its two finite
+    values (a rounding past the largest float is held at it)."""
+    mixed = (1 - weight) * old + weight * value if _isfinite(old) else value
+    return max(-MAX_FLOAT, min(MAX_FLOAT, mixed))
 
 
 def _sustained_log(p: Params) -> Core:

@@ -154,5 +154,5 @@ def test_watched_metrics_must_be_names(kind: str, params: dict[str, Any]) -> Non
 
 
 def test_a_log_sustained_rule_needs_windows_of_at_least_one_value() -> None:
-    with pytest.raises(Rejected, match="short, long and warmup must be at least 1"):
+    with pytest.raises(Rejected, match=r"params\.short: must be an integer between 1 and"):
         check_rule(_rule("sustained", space="log", short=0))

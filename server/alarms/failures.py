@@ -1,0 +1,72 @@
+"""What evaluation keeps of a rule that failed: its error beside its states, and whether a rule
+can be made ready to evaluate at all.
+
+A rule's last error is one more state of the rule, under the series `ERROR_SERIES`: it is
+saved with the states, read back after a restart (and by every replica), and deleted with them
+when the rule is changed or deleted — no column of its own. A series a rule failed on carries
+`error` in its own state, so the rule leaves that series alone from then on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.alarms import plans, rules
+from server.domain.alarms import DEFAULT_NO_DATA_S, Rule, StateKey
+from server.domain.rule_errors import RuleError
+
+ERROR_SERIES = "!error"  # no run id starts with "!": never a series a rule evaluates
+MAX_ERROR_CHARS = 500
+
+
+def error_key(rule_id: str) -> StateKey:
+    return (rule_id, ERROR_SERIES)
+
+
+def message(exc: BaseException) -> str:
+    """What the rule's error says: the exception's type and text, cut to a readable length."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}"[:MAX_ERROR_CHARS] if text else type(exc).__name__
+
+
+def unready(rule: Rule) -> Exception | None:
+    """Why a rule cannot be evaluated at all (what a rule saved before its parameters' ranges
+    were checked may hold), or None: everything evaluation reads of it ahead of the values."""
+    try:
+        rule.watched()
+        _ = rule.label_filter
+        plans.timing(rule)
+        if rule.kind == "stalled":
+            float(rule.params.get("seconds", 300))
+        else:
+            float(rule.params.get("no_data_s", DEFAULT_NO_DATA_S))
+            rules.compile_rule(rule)
+            rules.compile_scan(rule)
+            rules.quiet_check(rule)
+    except Exception as exc:  # a rule that cannot run is reported, never raised to others
+        return exc
+    return None
+
+
+def record(state: dict[str, Any], rule: Rule, series: str | None, text: str, now: float) -> None:
+    """Note one more failure of `rule` in its error state."""
+    count = state.get("count")
+    state.update(
+        message=text,
+        at=now,
+        count=(count if isinstance(count, int) else 0) + 1,
+        series=series,
+        project=rule.project,
+    )
+
+
+def rule_error(rule_id: str, state: dict[str, Any]) -> RuleError:
+    """A rule's error as its error state holds it (saved by any version: read defensively)."""
+    at, count, series = state.get("at"), state.get("count"), state.get("series")
+    return RuleError(
+        rule_id=rule_id,
+        message=str(state.get("message", "evaluation failed")),
+        at=float(at) if isinstance(at, (int, float)) else 0.0,
+        count=count if isinstance(count, int) else 1,
+        series=series if isinstance(series, str) else None,
+    )
