@@ -2,15 +2,17 @@
 
 One append-only JSON-lines file per run and process (`<run>.<pid>.jsonl`), fsync'd on every
 append, capped in bytes across the run's files. A later process of the same run replays the files
-of processes that are gone; a file being replayed is renamed first, so two processes never replay
-the same file. The server ignores values it already holds, so a replay that is interrupted and
-redone sends nothing twice into storage.
+of processes that are gone; a file being replayed is renamed first (`….jsonl.replaying.<pid>`),
+so two processes never replay the same file. The server ignores values it already holds, so a
+replay that is interrupted and redone sends nothing twice into storage. `mismatch spool replay`
+replays a directory copied off a dead node with the same names (`spool_file`, `read_batches`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import threading
@@ -18,7 +20,30 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("mismatch_monitor.collectors")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def spool_file(name: str) -> tuple[str, int | None] | None:
+    """(the file's own name, the pid replaying it or None) for a spool file's name; None for
+    anything else in the directory (a replay's progress, its mark of a replayed file)."""
+    base, *owners = name.split(".replaying.")
+    if not base.endswith(".jsonl") or not all(owner.isdigit() for owner in owners):
+        return None
+    return base, int(owners[-1]) if owners else None
+
+
+def read_batches(path: Path) -> list[dict[str, Any] | None]:
+    """The file's lines as batches, None for a line that is not one (a torn last line)."""
+    batches: list[dict[str, Any] | None] = []
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:
+                batch = json.loads(raw)
+            except ValueError:
+                batch = None  # a torn last line from a crash: nothing to recover
+            batches.append(batch if isinstance(batch, dict) else None)
+    return batches
 
 
 def _pid_alive(pid: int) -> bool:
@@ -39,6 +64,8 @@ class Spool:
         self.run_key = _SAFE.sub("_", run_id)[:120]
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._counted: dict[str, tuple[int, int, int]] = {}  # name → (inode, offset, records)
 
     @property
     def path(self) -> Path:
@@ -70,7 +97,41 @@ class Spool:
         return True
 
     def pending(self) -> bool:
+        """Whether a file waits that this process may replay now."""
         return any(self._replayable())
+
+    def held(self) -> list[Path]:
+        """The files this process answers for: those it may replay and those it is replaying."""
+        mine = f".replaying.{os.getpid()}"
+        return [*self._replayable(), *(f for f in self._files() if f.name.endswith(mine))]
+
+    def steps(self) -> int:
+        """How many step records the files this process answers for hold. Files only grow
+        while they keep their name, so each is read from where the last count stopped."""
+        total = 0
+        counted: dict[str, tuple[int, int, int]] = {}
+        with self._count_lock:
+            for file in self.held():
+                with contextlib.suppress(OSError):
+                    counted[file.name] = self._count(file)
+                    total += counted[file.name][2]
+            self._counted = counted
+        return total
+
+    def _count(self, file: Path) -> tuple[int, int, int]:
+        inode = file.stat().st_ino
+        seen, offset, records = self._counted.get(file.name, (inode, 0, 0))
+        if seen != inode:
+            offset, records = 0, 0
+        with open(file, "rb") as handle:
+            handle.seek(offset)
+            for raw in handle:
+                if not raw.endswith(b"\n"):
+                    break  # a line still being written, or torn: counted once it is whole
+                offset += len(raw)
+                with contextlib.suppress(ValueError, AttributeError, TypeError):
+                    records += len(json.loads(raw).get("records") or ())
+        return inode, offset, records
 
     def claim(self) -> Iterator[tuple[Path, list[dict[str, Any]]]]:
         """Yield (claimed file, its batches) for every file this process may replay.
@@ -83,16 +144,7 @@ class Spool:
             try:
                 with self._lock:
                     os.rename(file, claimed)
-            except OSError:
-                continue
-            batches = []
-            try:
-                with open(claimed, "rb") as handle:
-                    for raw in handle:
-                        try:
-                            batches.append(json.loads(raw))
-                        except ValueError:
-                            continue  # a torn last line from a crash: nothing to recover
+                batches = [b for b in read_batches(claimed) if b is not None]
             except OSError:
                 continue
             yield claimed, batches
@@ -119,14 +171,46 @@ class Spool:
 
     def _replayable(self) -> Iterator[Path]:
         for file in self._files():
-            name = file.name
-            if ".replaying." in name:
-                owner = name.rsplit(".replaying.", 1)[1]
-                if owner.isdigit() and not _pid_alive(int(owner)):
+            parsed = spool_file(file.name)
+            if parsed is None:
+                continue
+            base, owner = parsed
+            if owner is not None:
+                if not _pid_alive(owner):
                     yield file  # a replay that died half-way: take it over
                 continue
-            parts = name[len(self.run_key) + 1 :].split(".")
+            parts = base[len(self.run_key) + 1 :].split(".")
             if parts and parts[0].isdigit():
                 pid = int(parts[0])
                 if pid == os.getpid() or not _pid_alive(pid):
                     yield file
+
+
+class LeftBehind:
+    """One warning for what a spool still holds after a flush or close: at the first drain
+    that leaves some, and at close when the count changed since; a drain that empties the
+    spool clears it."""
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool = spool
+        self._warned: int | None = None  # the count last logged
+
+    def clear(self) -> None:
+        self._warned = None
+
+    def report(self, *, final: bool) -> None:
+        steps = self.spool.steps()
+        if steps == 0 and not self.spool.held():
+            self._warned = None
+            return
+        if self._warned is not None and (not final or self._warned == steps):
+            return
+        self._warned = steps
+        log.warning(
+            "%d steps are still in the spool at %s: the monitor server did not take them in "
+            "time; a later process of this run replays them, or `mismatch spool replay %s` "
+            "from a copy of that directory",
+            steps,
+            self.spool.directory,
+            self.spool.directory,
+        )

@@ -6,6 +6,10 @@
   retries with exponential backoff and jitter (honouring `Retry-After`), spools what it cannot
   deliver and replays the spool when the server answers again. It survives fork (the child gets a
   fresh queue, lock and thread) and is flushed at exit within a bounded time.
+- `flush`, `close` and the exit hook drain: they try the server at once, whatever back-off it
+  was in, and replay the spool within their timeout (the worker's waits end at it); what is
+  still spooled then is logged once, with the spool's directory and the number of steps, since
+  on a cluster that disk goes away with the node (`mismatch spool replay` sends a copy).
 - A server that does not speak this client's ingest format (a 400 naming both versions) is a
   permanent answer for this process: the worker logs it once, stops sending, and keeps every
   batch in the spool (counted as `incompatible`), to be replayed by an upgraded client or server.
@@ -16,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import random
 import threading
 import time
 import uuid
@@ -25,8 +28,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from collectors._backoff import Backoff
 from collectors._http import Answer, HttpTransport, Transport, classify
-from collectors._spool import Spool
+from collectors._spool import LeftBehind, Spool
 
 __all__ = ["Answer", "HttpTransport", "Transport", "Worker", "classify"]
 
@@ -61,8 +65,7 @@ class Worker:
     _stop: threading.Event
     _thread: threading.Thread | None
     _thread_lock: threading.Lock
-    _offline_until: float
-    _backoff: float
+    _retry: Backoff
     incompatible: str
 
     def __init__(
@@ -76,8 +79,9 @@ class Worker:
         flush_interval: float = 1.0,
         max_backoff: float = 30.0,
         attempts_before_spool: int = 3,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
+        """`sleep` replaces the wait between retries (tests: see `Backoff`)."""
         self.transport = transport
         self.spool = spool
         self._run_upsert = run_upsert
@@ -92,6 +96,7 @@ class Worker:
         self._run_pending = True
         self._closed = False
         self.incompatible = ""  # the server's message once it refused our ingest format
+        self._left = LeftBehind(spool)
         self._reset_after_fork()
         _reset_in_forked_children(self)
 
@@ -119,45 +124,53 @@ class Worker:
         self._run_pending = True
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything submitted so far was delivered or spooled."""
+        """Deliver everything submitted so far and replay the spool, within `timeout`.
+
+        The server is tried at once, whatever back-off it was in. True when nothing is left to
+        send (a spool kept for a server of another ingest format waits for an upgrade, not for
+        time, and does not count); otherwise what is left is logged once."""
         try:
-            self._check_fork()
-            deadline = time.monotonic() + timeout
-            with self._cond:
-                self._flush_requested = True
-                self._cond.notify_all()
-                while self._outstanding > 0:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not self._thread_alive():
-                        return self._outstanding == 0
-                    self._cond.wait(min(left, 0.05))
-            return True
+            drained = self._drain(timeout)
+            if drained:
+                self._left.clear()
+            else:
+                self._left.report(final=False)
+            return drained
         except Exception:
+            log.debug("flush failed", exc_info=True)
             return False
 
     def close(self, timeout: float = 10.0) -> bool:
-        """Flush within `timeout`; what is still queued then goes to the spool."""
-        flushed = self.flush(timeout)
-        self._closed = True
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        leftovers: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            try:
-                leftovers.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        if leftovers:
-            self._spill(leftovers)
+        """Drain within `timeout` as `flush` does, then stop; what is still queued goes to the
+        spool, and what the spool then holds is logged (once, unless it changed)."""
+        try:
+            flushed = self._drain(timeout)
+            self._closed = True
+            self._stop.set()
+            self._retry.interrupt()
             with self._cond:
-                self._outstanding = max(0, self._outstanding - len(leftovers))
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=max(0.1, min(timeout, 2.0)))
-        return flushed
+                self._cond.notify_all()
+            leftovers: list[tuple[str, dict[str, Any]]] = []
+            while True:
+                try:
+                    leftovers.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if leftovers:
+                self._spill(leftovers)
+                with self._cond:
+                    self._outstanding = max(0, self._outstanding - len(leftovers))
+            thread = self._thread
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=max(0.1, min(timeout, 2.0)))
+            self._left.report(final=True)
+            return flushed and not leftovers
+        except Exception:
+            log.debug("close failed", exc_info=True)
+            return False
 
     def stats(self) -> dict[str, Any]:
+        """Counters since start; `spooled_steps`: what the spool holds now (`Spool.steps`)."""
         return {
             "queued": self.counters["queued"],
             "sent": self.counters["sent"],
@@ -170,7 +183,34 @@ class Worker:
             "dropped": dict(self.dropped),
             "pending": self._outstanding,
             "spool_bytes": self.spool.size(),
+            "spooled_steps": self.spool.steps(),
+            "spool_path": str(self.spool.directory),
         }
+
+    # -- draining --------------------------------------------------------------------------
+    def _drain(self, timeout: float) -> bool:
+        """Wake the thread out of any back-off and wait until the queue is delivered and the
+        spool replayed, or `timeout` passed."""
+        self._check_fork()
+        deadline = time.monotonic() + timeout
+        self._ensure_thread()
+        self._retry.drain(deadline)
+        with self._cond:
+            self._flush_requested = True
+            self._cond.notify_all()
+        try:
+            while not self._drained():
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread_alive():
+                    return False
+                with self._cond:
+                    self._cond.wait(min(left, 0.05))
+            return True
+        finally:
+            self._retry.undrain(deadline)
+
+    def _drained(self) -> bool:
+        return self._outstanding == 0 and (bool(self.incompatible) or not self.spool.held())
 
     # -- fork safety -----------------------------------------------------------------------
     def _reset_after_fork(self) -> None:
@@ -182,8 +222,7 @@ class Worker:
         self._stop = threading.Event()
         self._thread = None
         self._thread_lock = threading.Lock()
-        self._offline_until = 0.0
-        self._backoff = 0.5
+        self._retry = Backoff(self.max_backoff, self._sleep)
         self._run_pending = True
 
     def _check_fork(self) -> None:
@@ -213,11 +252,7 @@ class Worker:
                     with self._cond:
                         self._outstanding = max(0, self._outstanding - len(items))
                         self._cond.notify_all()
-                elif (
-                    self.spool.pending()
-                    and time.monotonic() >= self._offline_until
-                    and not self.incompatible
-                ):
+                elif self._may_replay():
                     self._replay()
             except Exception:
                 log.debug("worker loop error", exc_info=True)
@@ -227,7 +262,9 @@ class Worker:
         deadline = time.monotonic() + self.flush_interval
         while len(items) < self.max_batch_records:
             left = deadline - time.monotonic()
-            if self._flush_requested and self._queue.empty():
+            if self._queue.empty() and (
+                self._flush_requested or (self._retry.draining() and self._may_replay())
+            ):
                 break
             if left <= 0:
                 break
@@ -239,6 +276,9 @@ class Worker:
         if self._queue.empty():
             self._flush_requested = False
         return items
+
+    def _may_replay(self) -> bool:
+        return not self.incompatible and self._retry.online() and self.spool.pending()
 
     def _batch(self, items: list[tuple[str, dict[str, Any]]], *, with_run: bool) -> dict[str, Any]:
         batch: dict[str, Any] = {
@@ -254,10 +294,10 @@ class Worker:
         if self.incompatible:
             self._to_spool(self._batch(items, with_run=True), incompatible=True)
             return
-        if self.spool.pending() and time.monotonic() >= self._offline_until:
+        if self._retry.online() and self.spool.pending():
             self._replay()
         batch = self._batch(items, with_run=self._run_pending)
-        if time.monotonic() < self._offline_until:
+        if not self._retry.online():
             self._to_spool(batch)
             return
         self._send_with_retries(batch, spool_on_failure=True)
@@ -270,8 +310,7 @@ class Worker:
                 self.counters["batches"] += 1
                 if "run" in batch:
                     self._run_pending = False
-                self._backoff = 0.5
-                self._offline_until = 0.0
+                self._retry.succeeded()
                 return True
             if answer.outcome == "unknown_run" and "run" not in batch:
                 batch["run"] = self._run_upsert()
@@ -307,19 +346,14 @@ class Worker:
                 )
                 return True  # permanent: retrying or spooling would not change the answer
             self.counters["retries"] += 1
+            if self._stop.is_set():
+                break  # closing: what is not delivered now goes to the spool
             if attempt + 1 < self.attempts_before_spool:
-                self._sleep(self._next_wait(answer))
-        self._offline_until = time.monotonic() + self._next_wait(None)
+                self._retry.pause(self._retry.next_wait(answer.retry_after), self._stop)
+        self._retry.went_away()
         if spool_on_failure:
             self._to_spool(batch)
         return False
-
-    def _next_wait(self, answer: Answer | None) -> float:
-        if answer is not None and answer.retry_after is not None:
-            return min(answer.retry_after, self.max_backoff)
-        wait = self._backoff * (0.5 + random.random())
-        self._backoff = min(self._backoff * 2, self.max_backoff)
-        return min(wait, self.max_backoff)
 
     def _to_spool(self, batch: dict[str, Any], *, incompatible: bool = False) -> None:
         batch["run"] = self._run_upsert()  # a replay may meet a server that never saw the run
@@ -343,6 +377,8 @@ class Worker:
         for claimed, batches in self.spool.claim():
             delivered = 0
             for batch in batches:
+                if self._stop.is_set():
+                    break  # closing: the file goes back, for the next process or a replay
                 if self._send_with_retries(batch, spool_on_failure=False):
                     delivered += 1
                     self.counters["replayed"] += len(batch.get("records", []))

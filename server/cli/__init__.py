@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from demo.cli import demo
-from server.cli import alarms, importers, maintenance, parity, projects, serve
+from server.cli import alarms, importers, maintenance, parity, projects, serve, spool
 from server.cli.tokens import tokens
 
 app = typer.Typer(
@@ -26,6 +26,7 @@ projects.register(app)
 maintenance.register(app)
 parity.register(app)
 importers.register(app)
+spool.register(app)
 app.command()(demo)
 
 
