@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from collectors._env import default_actor, host_info
+from collectors._metric_map import resolve
+from collectors._naming import Naming
 from collectors._spool import Spool
 from collectors._transport import HttpTransport, Transport, Worker
 
@@ -81,6 +83,7 @@ class Run:
         max_backoff: float = 30.0,
         transport: Transport | None = None,
         kind: str | None = None,
+        metric_map: Mapping[str, str] | None = None,
     ) -> None:
         self.id = run_id
         self.kind = kind
@@ -99,7 +102,8 @@ class Run:
             else "cpu"
         )
         self._warned: set[str] = set()
-        self._framework: str | None = None  # the framework whose provenance the config holds
+        self._naming = Naming(metric_map or {}, self.update_config, self._warn_once)
+        self._config.update(self._naming.config())
         self.spool = Spool(spool_dir or _spool_dir(), run_id, max_bytes=spool_max_bytes)
         self._worker = Worker(
             transport or HttpTransport(url, token, timeout=timeout),
@@ -213,8 +217,8 @@ class Run:
         `exemplars` are token exemplars in the wire shape (see collectors._exemplars), passed
         through with their logprobs made strict JSON."""
         try:
-            if framework is not None:
-                metrics = self._from_framework(framework, metrics)
+            if framework is not None or self._naming.metric_map:
+                metrics = self._naming(framework, metrics)
             record: dict[str, Any] = {
                 "run_id": self.id,
                 "step": int(step),
@@ -302,20 +306,6 @@ class Run:
             upsert["kind"] = self.kind
         return upsert
 
-    def _from_framework(self, framework: str, metrics: Mapping[str, Any]) -> Mapping[str, Any]:
-        from collectors._adapters import installed_version, map_metrics, provenance
-
-        try:
-            mapped = map_metrics(framework, metrics)
-        except ValueError as exc:
-            self._warn_once(f"framework:{framework}", f"metrics logged unmapped: {exc}")
-            return metrics
-        if mapped.framework != self._framework:
-            self._framework = mapped.framework
-            version = installed_version(mapped.framework)
-            self.update_config(provenance(mapped.framework, version))
-        return mapped.metrics
-
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
@@ -367,12 +357,15 @@ def init(
     max_backoff: float = 30.0,
     transport: Transport | None = None,
     kind: str | None = None,
+    metric_map: Mapping[str, str] | None = None,
 ) -> Run:
     """Start reporting one run. Arguments fall back to MISMATCH_URL, MISMATCH_TOKEN,
     MISMATCH_RUN_ID, MISMATCH_PROJECT and MISMATCH_SPOOL_DIR. `max_backoff` caps the wait
     between retries while the server is away (seconds; a Retry-After above it waits this).
     `kind` names what the run is ("training", the server's default, or "parity" for a parity
-    report)."""
+    report). `metric_map` ({"training/vllm_kl": "k1_kl"}, else MISMATCH_METRIC_MAP) stores the
+    values of names no framework table knows under canonical ones; a bad pair raises ValueError.
+    """
     env = os.environ
     return Run(
         url=url or env.get("MISMATCH_URL") or DEFAULT_URL,
@@ -393,4 +386,5 @@ def init(
         max_backoff=max_backoff,
         transport=transport,
         kind=kind,
+        metric_map=resolve(metric_map, env),
     )
