@@ -1,0 +1,135 @@
+"""The end of a run strands nothing: flush and close try the server at once, whatever back-off
+it was in, and replay the spool within their timeout; what a server that never comes back
+leaves is logged once, with where it is and how much, and counted in stats()."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import collectors
+from tests.conftest import free_port
+from tests.factories import record, run_upsert
+
+STEPS = 300
+LOGGER = "mismatch_monitor.collectors"
+
+
+def wait_until(predicate: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (answer := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError("the condition did not hold in time")
+        time.sleep(0.02)  # polling interval of the condition above
+    return answer
+
+
+def steps_stored(server: Any, run_id: str) -> dict[int, int]:
+    """How many values of metric x the server holds per step."""
+    query = f"/api/v1/runs/{run_id}/series?metric=x&max_points=100000"
+    return {p["step"]: p["count"] for p in server.query(query)["points"]}
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == LOGGER and r.levelno == logging.WARNING and "spool" in r.getMessage()
+    ]
+
+
+@pytest.mark.slow
+def test_flush_and_close_after_two_kill9s_leave_nothing_in_the_spool(
+    server_factory: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = server_factory()
+    spool = tmp_path / "spool"
+    # The defaults a trainer gets (back-off up to 30 s), with quicker batches.
+    run = collectors.init(url=server.url, run_id="drain", spool_dir=spool, flush_interval=0.05)
+    step = 0
+
+    def log(until: int) -> None:
+        nonlocal step
+        for step in range(step, until):  # noqa: B020 - `step` carries on across calls
+            run.log_metrics(step, {"x": float(step)})
+        step = until
+
+    log(50)
+    for until in (150, 250):
+        server.kill()
+        log(until)
+        spooled = run.stats()["spooled"]
+        wait_until(lambda s=spooled: run.stats()["spooled"] > s)  # the worker met the dead server
+        assert run.stats()["spooled_steps"] > 0
+        server.start()
+    log(STEPS)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert run.flush(60)
+        assert run.close()
+    assert run.stats()["spooled_steps"] == 0
+    assert list(spool.glob("drain.*")) == []
+    assert warnings_of(caplog) == []
+    assert steps_stored(server, "drain") == {s: 1 for s in range(STEPS)}
+
+
+def test_close_whose_server_never_comes_back_logs_once_with_path_and_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    spool = tmp_path / "spool"
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    run = collectors.init(url=url, run_id="away", spool_dir=spool, flush_interval=0.05)
+    for step in range(20):
+        run.log_metrics(step, {"x": float(step)})
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert not run.close(timeout=1.0)
+        assert not run.close(timeout=1.0)  # the exit hook closes again: nothing new to say
+    (message,) = warnings_of(caplog)
+    assert "20 steps" in message
+    assert str(spool) in message
+    stats = run.stats()
+    assert stats["spooled_steps"] == 20
+    assert stats["spool_path"] == str(spool)
+
+
+def test_flush_then_close_while_server_away_warn_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    spool = tmp_path / "spool"
+    url = f"http://127.0.0.1:{free_port()}"
+    run = collectors.init(url=url, run_id="away2", spool_dir=spool, flush_interval=0.05)
+    for step in range(7):
+        run.log_metrics(step, {"x": float(step)})
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert not run.flush(0.5)
+        assert not run.flush(0.5)
+        assert not run.close(timeout=0.5)
+    (message,) = warnings_of(caplog)
+    assert "7 steps" in message
+    assert run.stats()["spooled_steps"] == 7
+
+
+def test_a_flush_replays_a_spool_left_by_a_process_that_is_gone(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    dead_pid = 2**22 + 12345  # above Linux's pid_max: no process has it
+    batch = {
+        "batch_id": "b" * 32,
+        "run": run_upsert("left"),
+        "records": [record("left", s, {"x": float(s)}) for s in range(5)],
+        "annotations": [],
+    }
+    (spool / f"left.{dead_pid}.jsonl").write_text(json.dumps(batch) + "\n")
+    run = collectors.init(url=server.url, run_id="left", spool_dir=spool, flush_interval=0.05)
+    assert run.stats()["spooled_steps"] == 5
+    assert run.flush(30)  # nothing was logged in this process: the flush replays all the same
+    assert run.stats()["spooled_steps"] == 0
+    run.close()
+    assert steps_stored(server, "left") == {s: 1 for s in range(5)}
