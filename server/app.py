@@ -19,6 +19,7 @@ from dashboard.query import QueryLike
 from server.alarms import wiring
 from server.alarms.incidents import Grouping
 from server.api import errors
+from server.api.callers import Callers
 from server.api.crosssite import (
     CORS,
     CrossOriginCheck,
@@ -69,6 +70,7 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     sessions = Sessions(
         token_service,
         lambda: server_secrets.load_or_create(db, "session"),
+        db=db,
         ttl_s=settings.session_ttl_s,
         secure=settings.base_url.startswith("https://"),
     )
@@ -91,6 +93,7 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
             grouping=Grouping(settings.incident_window_steps, settings.alert_group_wait_s),
         )
         ingest_service.listeners.append(services.alarms)
+        telemetry.count_rule_errors(services.alarms.service.evaluator.failure_counts)
     return services
 
 
@@ -137,7 +140,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         raise NotFound(f"no API endpoint /api/{rest}; see /docs")
 
     dash_callbacks = "/" + CALLBACK_PATH
-    _add_middleware(app, settings, services.sessions, json_paths=("/api/", dash_callbacks))
+    _add_middleware(app, settings, services, json_paths=("/api/", dash_callbacks))
     if settings.dashboard:
         dash_app = create_dash(
             cast(QueryLike, Scoped(services.query)),
@@ -155,14 +158,21 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
 
 
 def _add_middleware(
-    app: FastAPI, settings: Settings, sessions: Sessions, *, json_paths: tuple[str, ...]
+    app: FastAPI, settings: Settings, services: Services, *, json_paths: tuple[str, ...]
 ) -> None:
     """Outermost first, a request meets: the Host check, CORS (only for configured origins),
     the cross-origin and JSON checks, the dashboard's sign-in gate, then the body limit and
-    budget (so a request refused for who or where it is never has its body read)."""
-    budget = InflightBudget(settings.inflight_budget_bytes)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes, budget=budget)
-    app.add_middleware(DashboardGate, sessions=sessions)
+    budget (so a request refused for who or where it is never has its body read), whose
+    shares go by the caller its credentials name."""
+    budget = InflightBudget(settings.inflight_budget_bytes, share=settings.inflight_share)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        budget=budget,
+        identify=Callers(services.tokens, services.sessions),
+        body_timeout_s=settings.body_timeout_s,
+    )
+    app.add_middleware(DashboardGate, sessions=services.sessions)
     app.add_middleware(CrossOriginCheck, trusted=trusted_origins(settings), json_paths=json_paths)
     if settings.cors_origins:
         app.add_middleware(

@@ -20,6 +20,8 @@ DEFAULT_DB = "mismatch.duckdb"
 DEFAULT_PORT = 8765
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 INFLIGHT_BODIES = 4  # the default budget of request bodies in memory, in largest bodies
+INFLIGHT_SHARE = 0.5  # of that budget, the most one project holds beyond its first request
+BODY_TIMEOUT_S = 30.0  # a request body arrives within this long of its headers, or gets 408
 
 # A list read from the environment as a JSON array or as comma-separated words.
 EnvList = Annotated[list[str], NoDecode]
@@ -37,6 +39,20 @@ class Settings(BaseSettings):
         default=None,
         ge=1024,
         description="Bytes of request bodies in memory at once (default: 4 × max_body_bytes)",
+    )
+    inflight_share: float = Field(
+        default=INFLIGHT_SHARE,
+        gt=0,
+        le=1,
+        description="The fraction of max_inflight_bytes that one project's requests may hold at "
+        "once (beyond its first request), so one caller's stalled uploads never take it all",
+    )
+    body_timeout_s: float = Field(
+        default=BODY_TIMEOUT_S,
+        gt=0,
+        le=3600,
+        description="A request body must arrive within this many seconds of its headers; a "
+        "stalled upload is answered 408 and gives back its share of the in-flight budget",
     )
     live_window_s: float = Field(
         default=120.0, gt=0, description="A run is live this long after a step"

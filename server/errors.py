@@ -13,6 +13,7 @@ traceback.
      ├── Forbidden          403  a valid token without the scope or project for this, or a
      │                           write from a page of another origin
      ├── NotFound           404  the run / token / thing does not exist
+     ├── TimedOut           408  the request's body did not arrive in time; safe to retry
      ├── Conflict           409  the request contradicts what is stored
      ├── Misdirected        421  a Host header that names another server (DNS rebinding)
      └── Unavailable        503  the storage is unreachable or busy, or the server holds as
@@ -101,6 +102,10 @@ class Forbidden(MonitorError):
 
 class NotFound(MonitorError):
     status_code = 404
+
+
+class TimedOut(MonitorError):
+    status_code = 408
 
 
 class Conflict(MonitorError):

@@ -1,5 +1,5 @@
-"""Request bodies: a size limit (413), a server-wide budget (503) and gzip decoding, before any
-route reads them.
+"""Request bodies: a size limit (413), a server-wide budget shared fairly between callers (503),
+a deadline (408) and gzip decoding, before any route reads them.
 
 The limit applies to the decoded size as well, so a small gzip bomb cannot inflate past it. The
 budget bounds the bodies held in memory by all requests together: a request reserves its body's
@@ -7,18 +7,38 @@ size (declared, or counted as it arrives) and, for gzip, its decoded size as it 
 keeps the reservation until its response is sent, since the route works on (and multiplies) what
 it read until then. A request whose reservation does not fit is answered 503 with `Retry-After`
 before more of its body is read; a request alone on the server is always admitted, so a budget
-smaller than a body cannot starve it. The refusals are errors of the tree (`TooLarge`,
-`Malformed`, `Unsupported`, `Unavailable`) answered with the same body as every other error.
+smaller than a body cannot starve it.
+
+Who may reserve is told from the headers first (`server.api.callers`), before any budget is
+taken: one caller (a project) may hold at most its share of the budget, beyond its first request,
+so one team's stuck clients cannot stop another team's ingest; a request without valid
+credentials on a server that needs them gets only a small fixed allowance of its own, and is
+answered its 401 at once when its body could never fit it. A body must arrive within the body
+timeout of its headers: a stalled upload is answered 408 and gives its reservation back. The
+refusals are errors of the tree (`TooLarge`, `Malformed`, `Unsupported`, `Unavailable`,
+`TimedOut`, `Unauthorized`) answered with the same body as every other error.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from server.api import errors
-from server.errors import Malformed, MonitorError, TooLarge, Unavailable, Unsupported
+from server.config import BODY_TIMEOUT_S, INFLIGHT_SHARE
+from server.errors import (
+    Malformed,
+    MonitorError,
+    TimedOut,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+    Unsupported,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,45 +57,116 @@ def header(scope: Scope, name: bytes) -> str | None:
 
 _PIECE = 1 << 20  # gzip is decoded (and reserved) this much at a time
 RETRY_AFTER_S = 1.0
+ANONYMOUS_BYTES = 1 << 20
+"""What requests without valid credentials may hold together, on a server that needs them."""
+ANONYMOUS_REQUEST_BYTES = 64 << 10
+"""The largest body such a request may have: a sign-in form is far smaller; anything larger is
+answered its 401 before its body is read."""
+
+EVERYONE = ""
+"""The one caller of a server that needs no token."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sends a body. `key`: the caller's project, `EVERYONE` on an open server, None when
+    the request has no valid credentials (then `refusal` is the 401 its route would answer)."""
+
+    key: str | None
+    refusal: MonitorError | None = None
+
+
+Identify = Callable[[Scope], Awaitable[Caller]]
+
+
+async def everyone(_: Scope) -> Caller:
+    """The caller of every request where nobody is told apart (a server without tokens)."""
+    return Caller(EVERYONE)
 
 
 class InflightBudget:
-    """Bytes of request bodies the server holds at once, and the most it may.
+    """Bytes of request bodies the server holds at once, the most it may, and how much of it
+    each caller holds (at most `share` bytes, beyond its first request); requests without valid
+    credentials hold up to `anonymous` bytes of their own, outside `limit`.
 
     Used from the event loop only, where nothing runs between a check and its update."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(
+        self, limit: int, *, share: float = INFLIGHT_SHARE, anonymous: int = ANONYMOUS_BYTES
+    ) -> None:
         self.limit = limit
+        self.share = max(1, int(limit * share))
+        self.anonymous = anonymous
         self.used = 0
+        self.anonymous_used = 0
+        self.held: dict[str, int] = {}  # by caller key
 
-    def reservation(self) -> Reservation:
-        return Reservation(self)
+    def reservation(self, caller: Caller | None = None) -> Reservation:
+        return Reservation(self, caller or Caller(EVERYONE))
 
 
 class Reservation:
     """One request's share of the budget; `release` gives all of it back."""
 
-    def __init__(self, budget: InflightBudget) -> None:
+    def __init__(self, budget: InflightBudget, caller: Caller) -> None:
         self.budget = budget
+        self.caller = caller
         self.size = 0
 
     def hold(self, size: int) -> None:
-        """Add `size` bytes, or raise `Unavailable` when they do not fit beside the others."""
+        """Add `size` bytes, or raise `Unavailable` when they do not fit beside the others (or
+        the 401 of a request without credentials whose body can never fit its allowance)."""
         budget = self.budget
-        alone = budget.used == self.size
-        if budget.used + size > budget.limit and not alone:
-            raise Unavailable(
-                f"the server is busy: request bodies in memory would pass its budget of "
-                f"{budget.limit} bytes (--max-inflight-bytes); retry after "
-                f"{RETRY_AFTER_S:g} s",
-                retry_after=RETRY_AFTER_S,
+        key = self.caller.key
+        if key is None:
+            self._hold_anonymous(size)
+            return
+        if budget.used + size > budget.limit and budget.used != self.size:
+            raise _busy(
+                f"request bodies in memory would pass its budget of {budget.limit} bytes "
+                "(--max-inflight-bytes)"
+            )
+        held = budget.held.get(key, 0)
+        if key != EVERYONE and held + size > budget.share and held != self.size:
+            raise _busy(
+                f"this project's requests in flight would pass its share of the budget, "
+                f"{budget.share} of {budget.limit} bytes (--inflight-share)"
             )
         budget.used += size
+        budget.held[key] = held + size
+        self.size += size
+
+    def _hold_anonymous(self, size: int) -> None:
+        budget = self.budget
+        if self.size + size > min(ANONYMOUS_REQUEST_BYTES, budget.anonymous):
+            raise self.caller.refusal or Unauthorized("this server requires a token")
+        if budget.anonymous_used + size > budget.anonymous:
+            raise _busy(
+                f"requests without a token would pass their allowance of {budget.anonymous} bytes"
+            )
+        budget.anonymous_used += size
         self.size += size
 
     def release(self) -> None:
-        self.budget.used -= self.size
+        budget = self.budget
+        key = self.caller.key
+        if key is None:
+            budget.anonymous_used -= self.size
+        elif self.size:
+            budget.used -= self.size
+            left = budget.held[key] - self.size
+            if left:
+                budget.held[key] = left
+            else:
+                del budget.held[key]
         self.size = 0
+
+
+def _busy(reason: str) -> Unavailable:
+    return Unavailable(
+        f"the server is busy: {reason}; retry after {RETRY_AFTER_S:g} s",
+        retry_after=RETRY_AFTER_S,
+    )
 
 
 class _Disconnected(Exception):
@@ -83,29 +174,64 @@ class _Disconnected(Exception):
 
 
 class BodyLimitMiddleware:
+    """See the module. `identify` tells a request's caller from its headers (default: every
+    request is the same caller); `body_timeout_s`: how long a body may take to arrive."""
+
     def __init__(
-        self, app: ASGIApp, *, max_body_bytes: int, budget: InflightBudget | None = None
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        budget: InflightBudget | None = None,
+        identify: Identify = everyone,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.budget = budget or InflightBudget(4 * max_body_bytes)
+        self.identify = identify
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        reservation = self.budget.reservation()
+        try:
+            caller = await self._caller(scope)
+        except MonitorError as exc:
+            await errors.response(exc)(scope, receive, send)
+            return
+        reservation = self.budget.reservation(caller)
         try:
             await self._handle(scope, receive, send, reservation)
         finally:
             reservation.release()
 
+    async def _caller(self, scope: Scope) -> Caller:
+        """The caller, told only when there is a body to reserve (an empty one costs nothing)."""
+        if header(scope, b"content-length") in ("0", None) and not header(
+            scope, b"transfer-encoding"
+        ):
+            return Caller(EVERYONE)
+        return await self.identify(scope)
+
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, reservation: Reservation
     ) -> None:
         try:
-            body, scope = await self._read(scope, receive, reservation)
+            with anyio.fail_after(self.body_timeout_s):
+                body, scope = await self._read(scope, receive, reservation)
         except _Disconnected:
+            return
+        except TimeoutError:
+            reservation.release()
+            late = TimedOut(
+                f"the request body did not arrive within {self.body_timeout_s:g} s of its "
+                "headers (--body-timeout-s); send it again",
+            )
+            answer = errors.response(late)
+            answer.headers["connection"] = "close"
+            await answer(scope, receive, send)
             return
         except MonitorError as exc:
             await errors.response(exc)(scope, receive, send)
