@@ -43,6 +43,7 @@ PANEL = "panel"  # pattern-matching type: {"type": PANEL, "index": group}
 CMP_RUNS = "compare-runs"
 CMP_REFERENCE = "compare-reference"
 CMP_METRIC = "compare-metric"
+CMP_SIGNAL_NOTE = "compare-signal-note"  # what the metric means, or that no signal is shared
 CMP_MODE = "compare-mode"
 CMP_BAND_K = "compare-band-k"
 CMP_BAND_N = "compare-band-n"

@@ -183,6 +183,7 @@ def series_figure(
     series: Sequence[tuple[str, Sequence[Point]]],
     *,
     title: str = "",
+    subtitle: str = "",
     log_y: bool = False,
     x_axis: str = "step",
     smoothing: str = "none",
@@ -196,7 +197,7 @@ def series_figure(
     """Curves of one metric group (several metrics or several runs) on one axis; `segments`
     (a run's GPU segments, when it changed GPU type) shade the steps of each GPU in its colour.
     `x_axis` "aligned" draws each point at its own `x` (see `dashboard.alignment`), titled
-    `x_title`."""
+    `x_title`. A `subtitle` (what the chart's metric means) goes under the title, smaller."""
     traces: list[Trace] = []
     for index, (name, points) in enumerate(series):
         add_series(traces, name, points, index, x_axis=x_axis, smoothing=smoothing, weight=weight)
@@ -234,9 +235,9 @@ def series_figure(
     return figure(
         traces,
         {
-            "title": {"text": safe(title), "x": 0.01, "font": {"size": 14}},
+            "title": {"text": _title(title, subtitle), "x": 0.01, "font": {"size": 14}},
             "height": height,
-            "margin": {"l": 50, "r": 10, "t": 55, "b": 40},
+            "margin": {"l": 50, "r": 10, "t": 75 if subtitle else 55, "b": 40},
             "legend": LEGEND_ON_TOP,
             "yaxis": {"type": "log" if log_y else "linear"},
             "yaxis2": {"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
@@ -248,6 +249,13 @@ def series_figure(
             "uirevision": title,
         },
     )
+
+
+def _title(title: str, subtitle: str) -> str:
+    """The title, and under it the subtitle in small grey type (both escaped)."""
+    if not subtitle:
+        return safe(title)
+    return f"{safe(title)}<br><span style='font-size:11px;color:#555'>{safe(subtitle)}</span>"
 
 
 def segment_bands(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

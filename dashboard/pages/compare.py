@@ -1,4 +1,10 @@
-"""Compare page: runs overlaid against a reference, where each leaves it, and why (config diff)."""
+"""Compare page: runs overlaid against a reference, where each leaves it, and why (config diff).
+
+It opens on the strongest mismatch signal the chosen runs all log (`metrics.compare_metric`),
+whatever their trainers call it; the metric menu lists every metric any of them logs, under
+the names they log it. A run without the metric reads "no data" in the divergence table (never
+"never"), and runs that share no mismatch signal are told so in words.
+"""
 
 from __future__ import annotations
 
@@ -15,15 +21,16 @@ from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
 from dashboard.figures.series import difference_figure, series_figure, zoomed
 from dashboard.figures.text import rollups_note
-from dashboard.pages import compare_aligned
+from dashboard.pages import compare_aligned, compare_metrics
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
-from server.domain.metrics import COMPARE, HEADLINE, LOG_SCALE
+from server.domain.metrics import LOG_SCALE
 from server.domain.parity import diff
 from server.domain.series import bucket_value, has_nonfinite
 
 POINTS = 2000
+NO_DATA = "no data"
 
 
 def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
@@ -51,7 +58,8 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                 placeholder="runs to compare",
                 style={"minWidth": "420px"},
             ),
-            _view_controls(params, options, chosen),
+            _view_controls(params, options, chosen, compare_metrics.logged(query, chosen)),
+            html.P(id=ids.CMP_SIGNAL_NOTE, style={"color": "#555", "margin": "4px 0"}),
             compare_aligned.controls(params),
             _band_controls(params),
             dcc.Graph(id=ids.CMP_GRAPH, config={"displaylogo": False}),
@@ -74,7 +82,13 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
 INLINE_DROPDOWN = {"display": "inline-block", "verticalAlign": "middle"}
 
 
-def _view_controls(params: dict[str, str], options: list[dict[str, str]], chosen: list[str]) -> Any:
+def _view_controls(
+    params: dict[str, str],
+    options: list[dict[str, str]],
+    chosen: list[str],
+    logged: dict[str, set[str]],
+) -> Any:
+    metrics, metric = compare_metrics.menu(logged, params.get("metric"))
     return html.Div(
         [
             html.Span("reference "),
@@ -88,10 +102,10 @@ def _view_controls(params: dict[str, str], options: list[dict[str, str]], chosen
             html.Span(" metric ", style={"marginLeft": "12px"}),
             dcc.Dropdown(
                 id=ids.CMP_METRIC,
-                options=list(COMPARE),
-                value=params.get("metric", HEADLINE),
+                options=metrics,
+                value=metric,
                 clearable=False,
-                style={"width": "200px", **INLINE_DROPDOWN},
+                style={"width": "320px", **INLINE_DROPDOWN},
             ),
             dcc.RadioItems(
                 id=ids.CMP_MODE,
@@ -147,10 +161,13 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         value = current if current in chosen else (chosen[0] if chosen else None)
         return [{"label": r, "value": r} for r in chosen], value
 
+    compare_metrics.register(app, query)
+
     @app.callback(
         Output(ids.CMP_GRAPH, "figure"),
         Output(ids.CMP_DIVERGENCE, "data"),
         Output(ids.CMP_CONFIG_DIFF, "children"),
+        Output(ids.CMP_SIGNAL_NOTE, "children"),
         Input(ids.CMP_RUNS, "value"),
         Input(ids.CMP_REFERENCE, "value"),
         Input(ids.CMP_METRIC, "value"),
@@ -161,29 +178,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.CMP_COUNTER, "value"),
         State(ids.CMP_WINDOW, "data"),
     )
-    def draw(
-        chosen: list[str] | None,
-        ref: str | None,
-        metric: str,
-        mode: str,
-        k: float | None,
-        n: int | None,
-        align: str | None,
-        counter: str | None,
-        window: dict[str, int | None] | None,
-    ) -> Any:
-        return view(
-            query,
-            chosen or [],
-            ref,
-            metric,
-            mode,
-            float(k or 3.0),
-            int(n or 5),
-            window or {},
-            align=parse_align(align),
-            counter=(counter or "").strip() or DEFAULT_COUNTER,
-        )
+    def draw(*inputs: Any) -> Any:
+        return drawn(query, *inputs)
 
     @app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
@@ -213,6 +209,37 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         return encode({**state, **compare_aligned.link(align, counter), **(window or {})})
 
 
+def drawn(
+    query: QueryLike,
+    chosen: list[str] | None,
+    ref: str | None,
+    metric: str | None,
+    mode: str,
+    k: float | None,
+    n: int | None,
+    align: str | None,
+    counter: str | None,
+    window: dict[str, int | None] | None,
+) -> Any:
+    """The figure, divergence rows, config diff and the note on the metric, for the inputs."""
+    chosen = chosen or []
+    logged = compare_metrics.logged(query, chosen)
+    settings = (mode, float(k or 3.0), int(n or 5), window or {})
+    counter = (counter or "").strip() or DEFAULT_COUNTER
+    found = view(
+        query,
+        chosen,
+        ref,
+        metric or "",
+        *settings,
+        align=parse_align(align),
+        counter=counter,
+        logged=logged,
+    )
+    names = {c.id: c.name for c in query.run_configs(list(logged))}
+    return (*found, compare_metrics.note(metric, logged, names))
+
+
 def view(
     query: QueryLike,
     chosen: list[str],
@@ -225,12 +252,14 @@ def view(
     *,
     align: str = "step",
     counter: str = DEFAULT_COUNTER,
+    logged: dict[str, set[str]] | None = None,
 ) -> tuple[Any, list[dict[str, Any]], Any]:
     """The figure, the first-divergence rows and the config diff for the chosen runs, over the
     steps of `window` (`step_min`, `step_max`) when a link gave one, the runs lined up by
     `align` (`dashboard.alignment`; `counter` is the metric "samples" reads). The divergence
     search compares shared steps whatever the alignment; the figure shows it where that step
-    lands on the aligned axis."""
+    lands on the aligned axis. A run without any value of the metric there (`logged`, each
+    run's metric names, says which lack it outright) reads "no data", never "never"."""
     if not chosen:
         return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
     ref = ref if ref in chosen else chosen[0]
@@ -245,6 +274,13 @@ def view(
         if run_id == ref:
             continue
         pairs = [(p["step"], _value(p)) for p in drawn[run_id]]
+        if not pairs or not ref_pairs:
+            lacking = run_id if not pairs else ref
+            said = NO_DATA if lacking == run_id else f"{NO_DATA} in the reference"
+            if logged is not None and metric and metric not in logged.get(lacking, {metric}):
+                said += f" (no {metric} logged)"
+            rows.append({"run": names[run_id], "step": said})
+            continue
         step = first_divergence(ref_pairs, pairs, k=k, sustain=n)
         divergence[names[run_id]] = step
         rows.append({"run": names[run_id], "step": "never" if step is None else step})
@@ -269,13 +305,13 @@ def view(
         fig = difference_figure(
             (names[ref], drawn[ref]),
             [(names[r], drawn[r]) for r in ordered[1:]],
-            title=f"{metric}: difference to reference{note}",
+            title=f"{compare_metrics.titled(metric)}: difference to reference{note}",
             divergence=divergence,
         )
     else:
         fig = series_figure(
             [(names[r], drawn[r]) for r in ordered],
-            title=f"{metric}{note}",
+            title=f"{compare_metrics.titled(metric)}{note}",
             log_y=metric in LOG_SCALE,
             height=380,
         )

@@ -1,4 +1,10 @@
-"""Run page: a panel per canonical metric group, live while the run is live.
+"""Run page: the run's mismatch signal first, then a panel per canonical metric group, live
+while the run is live.
+
+The first chart draws the run's strongest mismatch signal whatever its trainer calls it (k3,
+TRL's mean |logp diff|, OpenRLHF's k1, slime's sequence means), titled with its name and
+meaning (`server.domain.metrics.run_panels`); every metric the run logs, under any name, is in
+the "more metrics" menu.
 
 The browser holds the figures and a small view (run, zoom range, the last step drawn), never
 the data: nothing large travels back up. While the run is live, a tick asks for the run's last
@@ -302,7 +308,7 @@ def wanted_metrics(
     query: QueryLike, run_id: str, extra: list[str], scope: list[str] | None = None
 ) -> list[str]:
     available = {m.name for m in query.list_metrics(run_id, projects=scope)}
-    return [m for _, metrics, _ in groups_for(available, extra) for m in metrics]
+    return [m for panel in groups_for(available, extra) for m in panel.metrics]
 
 
 def panels(
@@ -320,11 +326,12 @@ def panels(
     return [
         _panel(
             run_id,
-            name,
+            panel.name,
             series_figure(
-                [(m, data.get(m, [])) for m in metrics],
-                title=name,
-                log_y=log_default if style.yscale == "auto" else style.yscale == "log",
+                [(m, data.get(m, [])) for m in panel.metrics],
+                title=panel.title or panel.name,
+                subtitle=panel.subtitle,
+                log_y=panel.log if style.yscale == "auto" else style.yscale == "log",
                 x_axis=style.x_axis,
                 smoothing=style.smoothing,
                 weight=float(style.weight if style.weight is not None else 0.6),
@@ -333,7 +340,7 @@ def panels(
                 segments=segments,
             ),
         )
-        for name, metrics, log_default in groups_for(set(data), extra)
+        for panel in groups_for(set(data), extra)
     ]
 
 

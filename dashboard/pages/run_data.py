@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dashboard.query import AlertsLike, QueryLike, dump
-from server.domain.metrics import LOG_SCALE, PANELS
+from server.domain import signals
+from server.domain.metrics import Panel, run_panels
 from server.schemas.query import SeriesPointOut
 
 log = logging.getLogger("mismatch_monitor.dashboard")
@@ -24,16 +25,19 @@ CSV_FIELDS = tuple(SeriesPointOut.model_fields)  # a step bucket, as the API ret
 Series = dict[str, list[dict[str, Any]]]
 
 
-def groups_for(available: set[str], extra: list[str]) -> list[tuple[str, tuple[str, ...], bool]]:
-    """The run page's panels: (name, metrics, log axis) for every canonical panel the run has
-    data for, then one panel per extra metric asked for."""
-    chosen = [
-        (panel.name, tuple(m for m in panel.metrics if m in available), panel.log)
-        for panel in PANELS
-        if any(m in available for m in panel.metrics)
-    ]
-    known = {m for panel in PANELS for m in panel.metrics}
-    chosen += [(m, (m,), m in LOG_SCALE) for m in extra if m in available and m not in known]
+def groups_for(available: set[str], extra: list[str]) -> list[Panel]:
+    """The run page's panels: the run's mismatch signals first, then every canonical panel it
+    has data for (`run_panels`), then one panel per extra metric asked for (a mismatch signal
+    titled with its name and meaning)."""
+    chosen = run_panels(available)
+    known = {m for panel in chosen for m in panel.metrics}
+    for m in extra:
+        if m in available and m not in known:
+            signal = signals.BY_METRIC.get(m)
+            chosen.append(
+                Panel(m, (m,)) if signal is None else Panel(m, (m,), signal.label, signal.meaning)
+            )
+            known.add(m)
     return chosen
 
 

@@ -1,4 +1,8 @@
-"""Runs page: the runs, a page at a time, with status, last step, latest vllm-kl and its trend.
+"""Runs page: the runs, a page at a time, with status, last step, each run's mismatch and its trend.
+
+A run's mismatch is its strongest mismatch signal (`server.domain.signals.headline`): k3
+("vllm-kl") where it logs it, TRL's mean |logp diff|, OpenRLHF's k1, slime's sequence means
+otherwise; the cell names the signal and its tooltip says what it measures.
 
 The server pages, sorts and filters; the page shows its first rows as soon as they come and
 fills the trend column afterwards. It polls without piling up: the timer is one-shot and the
@@ -31,8 +35,8 @@ COLUMNS = [
     ("labels", "labels"),
     ("status", "status"),
     ("last_step", "last step"),
-    ("k3_kl", "vllm-kl (k3)"),
-    ("trend", "k3 trend"),
+    ("mismatch", "mismatch"),
+    ("trend", "mismatch trend"),
     ("gpus", "GPU types"),
     ("alarms", "firing alarms"),
 ]
@@ -115,6 +119,9 @@ def _table() -> Any:
             for key, label in COLUMNS
         ],
         data=[],
+        tooltip_data=[],
+        tooltip_delay=200,
+        tooltip_duration=None,
         row_selectable="multi",
         selected_rows=[],
         page_action="custom",
@@ -152,18 +159,19 @@ def load(
     cursors: list[str | None] | None,
     version: str | None,
 ) -> tuple[Any, ...]:
-    """(rows, page count, status, cursors, version, page's run ids, timer re-arm): a poll that
-    finds nothing changed touches only the timer."""
+    """(rows, page count, status, cursors, version, page's run ids, timer re-arm, tooltips):
+    a poll that finds nothing changed touches only the timer."""
     rearm = 0
     if trigger in RESTARTS:  # another list: page through it from its first page
         cursors, page = [None], 0
     try:
         now = query.runs_version(**filters.kwargs())
         if trigger == POLL and now == version:
-            return (no_update,) * 6 + (rearm,)
+            return (no_update,) * 6 + (rearm, no_update)
         found, cursors = runs_data.fetch_page(query, filters, sort_by, page, cursors or [None])
     except Rejected as exc:
-        return (no_update, no_update, f"filter: {exc.message}", no_update, None, no_update, rearm)
+        message = f"filter: {exc.message}"
+        return (no_update, no_update, message, no_update, None, no_update, rearm, no_update)
     except Exception:
         log.exception("could not list runs")
         return (
@@ -174,6 +182,7 @@ def load(
             None,
             no_update,
             rearm,
+            no_update,
         )
     rows = [runs_data.row(s) for s in found.data]
     status = f"{found.total} runs" if found.total else "no runs yet"
@@ -185,6 +194,7 @@ def load(
         now,
         [r["id"] for r in rows],
         rearm,
+        runs_data.tooltips(found.data),
     )
 
 
@@ -197,6 +207,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Output(ids.RUNS_VERSION, "data"),
         Output(ids.RUNS_PAGE_IDS, "data"),
         Output(ids.RUNS_REFRESH, "n_intervals"),
+        Output(ids.RUNS_TABLE, "tooltip_data"),
         Input(ids.RUNS_FILTER_PROJECT, "value"),
         Input(ids.RUNS_FILTER_LABEL, "value"),
         Input(ids.RUNS_FILTER_TEXT, "value"),
@@ -231,7 +242,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         if not run_ids or not rows:
             return no_update
         try:
-            found = query.trends(run_ids, metric="k3_kl", points=30)
+            found = query.trends(run_ids, points=30)  # each run's headline signal
         except Exception:
             log.exception("could not read the trends")
             found = {}

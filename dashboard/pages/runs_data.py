@@ -9,13 +9,14 @@ from typing import Any
 
 from dashboard.figures.text import sparkline
 from dashboard.query import QueryLike
-from server.domain.metrics import HEADLINE
 
 PAGE_SIZE = 50
 LOADING = "…"  # the trend cell until the trends arrive
 
 # table column → the server's sort
-SORTABLE = {"name": "name", "k3_kl": "k3", "alarms": "alarms", "status": "activity"}
+# The mismatch column sorts by each run's headline signal on the vllm-kl family's k3 scale
+# (`server.storage.heads.headline_heads`): the same order as the values within one signal.
+SORTABLE = {"name": "name", "mismatch": "k3", "alarms": "alarms", "status": "activity"}
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,31 @@ def row(summary: Any) -> dict[str, Any]:
         "labels": ", ".join(f"{k}={v}" for k, v in sorted(summary.labels.items())),
         "status": summary.status,
         "last_step": summary.last_step,
-        "k3_kl": fmt(summary.latest.get(HEADLINE)),
+        "mismatch": mismatch_cell(summary.headline),
         "trend": LOADING,
         "gpus": ", ".join(summary.gpus),
         "alarms": summary.firing_alerts,
     }
+
+
+def mismatch_cell(headline: Any) -> str:
+    """A run's headline signal as its value and short name ("0.27 mean |logp diff|"); empty
+    for a run that logs none."""
+    if headline is None:
+        return ""
+    return f"{fmt(headline.value)} {headline.label}"
+
+
+def tooltips(summaries: list[Any]) -> list[dict[str, Any]]:
+    """Per row, the mismatch cell's tooltip: the signal's name, metric and meaning."""
+    return [
+        {"mismatch": {"value": _meaning(s.headline), "type": "text"}} if s.headline else {}
+        for s in summaries
+    ]
+
+
+def _meaning(headline: Any) -> str:
+    return f"{headline.label} ({headline.metric}): {headline.meaning}"
 
 
 def sort_of(sort_by: list[dict[str, str]] | None) -> tuple[str, bool]:

@@ -1,5 +1,7 @@
 """Webhook bodies: generic JSON (signed), Slack incoming webhook, Alertmanager v4.
 
+A mismatch signal is named in text by its label and meaning (`server.domain.signals`), so a
+TRL run's alert reads "mean |logp diff| (abs_logp_diff_mean) 0.27" and says what that measures.
 A mismatch alert's firing message carries a diagnosis (`diagnosis.py`): the standard body as a
 `diagnosis` object, Slack as lines of text, Alertmanager as string annotations.
 """
@@ -11,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from server.domain import urls
+from server.domain import signals, urls
 from server.domain.alarms import SEVERITIES, Alert, Diagnosis, ReceiverFormat
 
 
@@ -166,13 +168,31 @@ def _slack(payload: dict[str, Any]) -> dict[str, Any]:
     }.get(payload["state"], "")
     text = (
         f"{icon} [{payload['severity']}] {payload['rule']} {payload['state']} on run "
-        f"{payload['run']}: {payload['metric']} = {payload['value']} at step {payload['step']} "
-        f"(threshold {payload['threshold']}) <{payload['url']}|open>"
+        f"{payload['run']}: {measured(payload['metric'], payload['value'])} at step "
+        f"{payload['step']} (threshold {payload['threshold']}) <{payload['url']}|open>"
     )
+    meaning = signal_meaning(payload["metric"])
+    if meaning:
+        text += f"\n{meaning}"
     lines = incident_lines(payload) + diagnosis_lines(payload.get("diagnosis"))
     if lines:
         text += "\n" + "\n".join(lines)
     return {"text": text, "mismatch_monitor": payload}
+
+
+def measured(metric: str, value: Any) -> str:
+    """A metric's value in a line of text: a mismatch signal by its name ("mean |logp diff|
+    (abs_logp_diff_mean) 0.27"), any other metric as `metric = value`."""
+    signal = signals.BY_METRIC.get(metric)
+    if signal is None:
+        return f"{metric} = {value}"
+    return f"{signal.label} ({metric}) {value}"
+
+
+def signal_meaning(metric: str) -> str:
+    """What a mismatch signal measures, as a line ("mean |logp diff| — mean |log p_trainer −
+    log p_rollout| per token …"); empty for any other metric."""
+    return signals.describe(metric) if metric in signals.BY_METRIC else ""
 
 
 def incident_lines(payload: dict[str, Any]) -> list[str]:
@@ -198,8 +218,8 @@ def incident_lines(payload: dict[str, Any]) -> list[str]:
 
 def _one_line(a: dict[str, Any]) -> str:
     return (
-        f"[{a['severity']}] {a['rule']}: {a['metric']} = {a['value']} at step {a['step']} "
-        f"({a['state']})"
+        f"[{a['severity']}] {a['rule']}: {measured(a['metric'], a['value'])} at step "
+        f"{a['step']} ({a['state']})"
     )
 
 
@@ -261,7 +281,12 @@ def _postable(payload: dict[str, Any], extra: dict[str, str]) -> dict[str, Any]:
             **extra,
         },
         "annotations": {
-            "summary": f"{payload['metric']} = {payload['value']} at {payload['step']}",
+            "summary": f"{measured(payload['metric'], payload['value'])} at {payload['step']}",
+            **(
+                {"description": signal_meaning(payload["metric"])}
+                if signal_meaning(payload["metric"])
+                else {}
+            ),
             "threshold": str(payload["threshold"]),
             "step": str(payload["step"]),
             "value": str(payload["value"]),

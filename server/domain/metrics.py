@@ -3,10 +3,14 @@ stored and shown too. Every list of metric names the server or the dashboard nee
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from server.domain import signals
+
 HEADLINE = "k3_kl"
-"""The primary alarm series, "vllm-kl"."""
+"""The primary alarm series, "vllm-kl", of the runs that log it; a run's own headline is
+`signals.headline` of the names it logs (TRL's mean |logp diff|, OpenRLHF's k1, ...)."""
 
 LATEST: tuple[str, ...] = (
     "k3_kl",
@@ -41,24 +45,31 @@ NONFINITE_WATCHED: tuple[str, ...] = (
 )
 """Where a NaN or ±Inf means the run is collapsing (the default non-finite rule watches these)."""
 
-LOG_SCALE = frozenset({"k3_kl", "reverse_k3_kl", "kl_new_old", "grad_norm"})
+LOG_SCALE = frozenset(
+    {"k3_kl", "k3_kl_seq", "k3_kl@ms-swift", "reverse_k3_kl", "kl_new_old", "grad_norm"}
+)
 """Positive metrics that span orders of magnitude: drawn on a log axis by default."""
 
 
 @dataclass(frozen=True, slots=True)
 class Panel:
-    """A group of metrics drawn on one chart of the run page."""
+    """A group of metrics drawn on one chart of the run page; `title` and `subtitle` say what
+    it shows (the name when there is no title)."""
 
     name: str
     metrics: tuple[str, ...]
+    title: str = ""
+    subtitle: str = ""
 
     @property
     def log(self) -> bool:
         return all(m in LOG_SCALE for m in self.metrics)
 
 
+MISMATCH_PANEL = "mismatch"
+"""The name of the run page's first panel: the run's headline signal, whatever it is."""
+
 PANELS: tuple[Panel, ...] = (
-    Panel("vllm-kl", ("k3_kl", "reverse_k3_kl")),
     Panel("ratio drift", ("ratio_dev_1e4", "ratio_abs_dev")),
     Panel("clip rates", ("rollout_clip_rate", "clip_rate")),
     Panel("kl new/old", ("kl_new_old",)),
@@ -70,6 +81,51 @@ PANELS: tuple[Panel, ...] = (
     Panel("IS / MIS rates", ("mis_token_rate", "tis_token_rate", "mis_seq_rate")),
     Panel("prefix cache", ("prefix_cache_hit_rate",)),
 )
+"""The run page's fixed panels, drawn after the mismatch panels of `run_panels`."""
+
+
+def _signal_panel(name: str, signal: signals.Signal, metrics: tuple[str, ...]) -> Panel:
+    return Panel(name, metrics, title=signal.label, subtitle=signal.meaning)
+
+
+def run_panels(available: Collection[str]) -> list[Panel]:
+    """The run page's panels for a run that logs the metrics in `available`, in order.
+
+    First the run's headline signal (`signals.headline`), titled with its label and meaning,
+    with the members of its family that share its units, level and axis (k3 with reverse k3);
+    then the strongest signal of each other family it logs, unless a fixed panel draws it
+    (ratio drift draws ratio_dev_1e4), in a panel of its own; then the fixed `PANELS` it has
+    data for. Every other signal it logs is one pick away in the page's metric menu.
+    """
+    out: list[Panel] = []
+    drawn: set[str] = set()
+    head = signals.headline(available)
+    if head is not None:
+        same_axis = head.metric in LOG_SCALE
+        companions = tuple(
+            metric
+            for metric in signals.members(head.family)
+            if metric != head.metric
+            and metric in available
+            and (s := signals.BY_METRIC[metric]).conversion == head.conversion
+            and s.level == head.level
+            and (metric in LOG_SCALE) == same_axis
+        )
+        out.append(_signal_panel(MISMATCH_PANEL, head, (head.metric, *companions)))
+        drawn |= {head.metric, *companions}
+    fixed = {m for panel in PANELS for m in panel.metrics}
+    for family in signals.FAMILIES:
+        strongest = signals.strongest(family, available)
+        if strongest is None or strongest.metric in drawn or strongest.metric in fixed:
+            continue
+        out.append(_signal_panel(strongest.metric, strongest, (strongest.metric,)))
+        drawn.add(strongest.metric)
+    for panel in PANELS:
+        metrics = tuple(m for m in panel.metrics if m in available and m not in drawn)
+        if metrics:
+            out.append(Panel(panel.name, metrics, panel.title, panel.subtitle))
+    return out
+
 
 COMPARE: tuple[str, ...] = (
     "k3_kl",
@@ -85,3 +141,32 @@ COMPARE: tuple[str, ...] = (
     "ess_token",
 )
 """Metrics offered first when runs are overlaid."""
+
+
+def shared_metrics(logged: Iterable[Collection[str]]) -> set[str]:
+    """The metrics every run logs, given each run's metric names (none for no runs)."""
+    sets = [set(names) for names in logged]
+    return set.intersection(*sets) if sets else set()
+
+
+def compare_metric(logged: Iterable[Collection[str]]) -> str | None:
+    """What an overlay of runs opens on, given each run's metric names: the strongest mismatch
+    signal they all log (`signals.headline` of the shared names); else the first metric they
+    share (the `COMPARE` ones first, then by name); None when they share none."""
+    shared = shared_metrics(logged)
+    head = signals.headline(shared)
+    if head is not None:
+        return head.metric
+    ordered = [m for m in COMPARE if m in shared] + sorted(shared - set(COMPARE))
+    return ordered[0] if ordered else None
+
+
+def compare_options(logged: Iterable[Collection[str]]) -> list[str]:
+    """Every metric any of the runs logs, under the names they log it: the shared ones first
+    (signals in rank order, then `COMPARE`, then by name), then the rest by name."""
+    sets = [set(names) for names in logged]
+    every = set().union(*sets) if sets else set()
+    shared = shared_metrics(sets)
+    rank = {m: i for i, m in enumerate((*signals.BY_METRIC, *COMPARE))}
+    first = sorted(shared, key=lambda m: (rank.get(m, len(rank)), m))
+    return first + sorted(every - shared)

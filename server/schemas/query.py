@@ -27,6 +27,15 @@ class ListOut(Out, Generic[T]):
     count: int
 
 
+class SignalOut(Out):
+    """A run's headline mismatch signal (`server.domain.signals`): the strongest it logs."""
+
+    metric: str = Field(description="The metric's name as stored, e.g. abs_logp_diff_mean")
+    label: str = Field(description="Its short name, e.g. mean |logp diff|")
+    meaning: str = Field(description="What it measures and its healthy range, in words")
+    value: float = Field(description="Its latest value (the trainer's)")
+
+
 class RunSummaryOut(Out):
     id: str
     name: str
@@ -42,6 +51,11 @@ class RunSummaryOut(Out):
     gpus: list[str]
     latest: dict[str, float] = Field(
         description="Latest value of each canonical metric (trainer side first)"
+    )
+    headline: SignalOut | None = Field(
+        default=None,
+        description="The run's strongest mismatch signal and its latest value (none: it logs "
+        "no mismatch signal)",
     )
     firing_alerts: int = Field(default=0, description="Alerts of the run firing now")
     raw_dropped: bool = Field(

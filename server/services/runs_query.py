@@ -14,8 +14,9 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from server.analysis.hardware import gpu_segments
+from server.domain import signals
 from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
-from server.domain.metrics import HEADLINE, LATEST
+from server.domain.metrics import LATEST
 from server.domain.names import ExemplarKind, RunKind, RunStatus
 from server.errors import Conflict, NotFound, Rejected
 from server.schemas.query import (
@@ -28,8 +29,9 @@ from server.schemas.query import (
     RunDetailOut,
     RunPageOut,
     RunSummaryOut,
+    SignalOut,
 )
-from server.storage import exemplars, notes, run_pages, runs, series, trends
+from server.storage import exemplars, heads, notes, run_pages, runs, series, trends
 from server.storage.db import Database
 from server.storage.run_pages import Cursor, RunFilter, Sort
 
@@ -88,11 +90,12 @@ class RunQueries:
         with self._db.read() as conn:
             return run_pages.version(conn, filters=filters)
 
-    def live_runs(self) -> list[tuple[str, str, int | None, float | None]]:
-        """(project, run id, last step, latest vllm-kl) of the runs that are live now."""
+    def live_runs(self) -> list[tuple[str, str, int | None, str | None, float | None]]:
+        """(project, run id, last step, headline signal's metric, its latest value) of the runs
+        that are live now (the metric and value None where a run logs no mismatch signal)."""
         with self._db.read() as conn:
             rows = run_pages.live(conn, since=time.time() - self._live_window_s)
-        return [(r.project, r.id, r.last_step, r.k3) for r in rows]
+        return [(r.project, r.id, r.last_step, r.metric, r.value) for r in rows]
 
     def list_runs(
         self,
@@ -120,17 +123,22 @@ class RunQueries:
         self,
         run_ids: Sequence[str],
         *,
-        metric: str = HEADLINE,
+        metric: str | None = None,
         points: int = 30,
         projects: Sequence[str] | None = None,
     ) -> dict[str, list[float]]:
         """Each run's metric in about `points` buckets, for a table's trend column (one query
         for the page; runs outside `projects`, unknown, or whose id several of `projects` use
-        are left out: narrow `projects` to one to see those)."""
+        are left out: narrow `projects` to one to see those). Without a `metric`, each run's
+        headline signal (the one its mismatch cell shows), chosen from its heads."""
         with self._db.read() as conn:
             found_runs = runs.rows_by_id(conn, run_ids, projects)
             pks = {rows[0].pk: run_id for run_id, rows in found_runs.items() if len(rows) == 1}
-            found = trends.trends(conn, list(pks), metric, points)
+            if metric is None:
+                wanted = {pk: m for pk, (m, _) in heads.headlines(conn, list(pks)).items()}
+            else:
+                wanted = dict.fromkeys(pks, metric)
+            found = trends.trends_of(conn, wanted, points)
         return {pks[pk]: values for pk, values in found.items()}
 
     def get_run(self, run_id: str, *, projects: Sequence[str] | None = None) -> RunDetailOut:
@@ -227,6 +235,7 @@ class RunQueries:
         pks = [r.pk for r in rows]
         gpus = runs.gpus(conn, pks)
         latest = series.latest_values(conn, pks, LATEST)
+        headlines = heads.headlines(conn, pks)
         firing = run_pages.firing_counts(conn, [(r.project, r.id) for r in rows])
         now = time.time()
         return [
@@ -242,6 +251,7 @@ class RunQueries:
                 last_step=row.last_step,
                 gpus=gpus.get(row.pk, []),
                 latest=latest.get(row.pk, {}),
+                headline=_headline(headlines.get(row.pk)),
                 firing_alerts=firing.get((row.project, row.id), 0),
                 raw_dropped=row.raw_dropped_at is not None,
                 kind=row.kind,
@@ -254,6 +264,15 @@ class RunQueries:
             return row.status  # type: ignore[no-any-return]
         recent = row.last_seen is not None and now - row.last_seen <= self._live_window_s
         return "live" if recent and row.last_step is not None else "idle"
+
+
+def _headline(found: tuple[str, float] | None) -> SignalOut | None:
+    """A run's headline (metric, value) in words: its signal's label and meaning."""
+    if found is None:
+        return None
+    metric, value = found
+    signal = signals.BY_METRIC[metric]
+    return SignalOut(metric=metric, label=signal.label, meaning=signal.meaning, value=value)
 
 
 def _one(run_id: str, rows: Sequence[Any]) -> Any:

@@ -4,6 +4,10 @@ NaN and ±Inf) and per actor (contiguous GPU segments), so that run summaries, t
 
 Both are updated from what a group of batches newly stored, in the group's transaction: a head
 is exactly what a full scan of the stored values would compute (a test keeps that true).
+
+The read side here picks each run's headline mismatch signal (`signals.headline`) from the
+metric names its trainer heads have, in SQL, so the runs list can sort by it and `/metrics`
+export it without reading a value.
 """
 
 from __future__ import annotations
@@ -16,8 +20,15 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from server.domain import signals
 from server.domain.records import RecordKey
 from server.storage import tables as t
+
+HEADLINE_ORDER: tuple[str, ...] = tuple(
+    metric for family in (signals.VLLM_KL, signals.RATIO) for metric in signals.members(family)
+)
+"""Every signal in the order `signals.headline` prefers them: the first a run logs is its
+headline."""
 
 _SERIES_HEADS = sa.text(
     "UPDATE series SET points = series.points + v.n, "
@@ -171,3 +182,67 @@ def _write_segments(conn: Connection, changed: list[tuple[tuple[int, str, str], 
                     run_pk=run_pk, source=source, actor=actor, seq=seg.seq, **values
                 )
             )
+
+
+def _on_family_scale(metric: Any, value: Any) -> Any:
+    """The value on the vllm-kl family's (k3) scale, as `Signal.to_scale` computes it; NULL for a
+    ratio-drift signal, whose scale is not comparable with a KL."""
+    square = {"square": value * value, "excess_square": (value - 1.0) * (value - 1.0)}
+    whens = []
+    for signal in signals.SIGNALS:
+        if signal.family != signals.VLLM_KL:
+            continue
+        if signal.conversion in square:
+            scaled = signals.ABS_D_TO_K3 * square[signal.conversion]
+        elif signal.conversion == "magnitude":
+            scaled = sa.func.abs(value)
+        else:
+            scaled = value
+        whens.append((metric == signal.metric, scaled))
+    return sa.case(*whens, else_=sa.null())
+
+
+def headline_heads(run_pks: Sequence[int] | None = None) -> Any:
+    """Per run (`run_pk`), from its trainer heads: the headline signal it logs (`metric`), that
+    series' latest value (`value`, the highest over the trainer's actors) and that value on the
+    vllm-kl family's k3 scale (`k3`; NULL where the headline is a ratio-drift signal). A
+    subquery for the runs list's join (of the runs in `run_pks` when given); it reads heads
+    only."""
+    s = t.series.c
+    where = [s.metric.in_(HEADLINE_ORDER), s.source == "trainer", s.points > 0]
+    if run_pks is not None:
+        where.append(s.run_pk.in_(list(run_pks)))
+    per_metric = (
+        sa.select(s.run_pk, s.metric, sa.func.max(s.last_value).label("value"))
+        .where(*where)
+        .group_by(s.run_pk, s.metric)
+        .subquery("signal_heads")
+    )
+    h = per_metric.c
+    rank = sa.case({m: i for i, m in enumerate(HEADLINE_ORDER)}, value=h.metric)
+    first = sa.func.row_number().over(partition_by=h.run_pk, order_by=rank)
+    ranked = sa.select(h.run_pk, h.metric, h.value, first.label("n")).subquery("ranked_heads")
+    r = ranked.c
+    return (
+        sa.select(
+            r.run_pk,
+            r.metric.label("metric"),
+            r.value.label("value"),
+            _on_family_scale(r.metric, r.value).label("k3"),
+        )
+        .where(r.n == 1)
+        .subquery("headline_heads")
+    )
+
+
+def headlines(conn: Connection, run_pks: Sequence[int]) -> dict[int, tuple[str, float]]:
+    """Per run: (headline metric, its latest value) from `headline_heads`."""
+    if not run_pks:
+        return {}
+    h = headline_heads(run_pks)
+    query = sa.select(h.c.run_pk, h.c.metric, h.c.value)
+    return {
+        int(row.run_pk): (row.metric, float(row.value))
+        for row in conn.execute(query)
+        if row.value is not None
+    }

@@ -21,10 +21,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
 from server.domain.labels import LabelFilter
-from server.domain.metrics import HEADLINE
 from server.domain.names import RUN_SORTS, RunSort
 from server.errors import Malformed
-from server.storage import alarm_tables, sql
+from server.storage import alarm_tables, heads, sql
 from server.storage import tables as t
 from server.storage.runs import RUN_COLUMNS
 
@@ -138,13 +137,9 @@ class Page:
 
 
 def _k3_heads() -> Any:
-    s = t.series.c
-    return (
-        sa.select(s.run_pk, sa.func.max(s.last_value).label("k3"))
-        .where(s.metric == HEADLINE, s.source == "trainer", s.points > 0)
-        .group_by(s.run_pk)
-        .subquery("k3_heads")
-    )
+    """Each run's headline mismatch signal from its heads; `k3` is its value on the vllm-kl
+    family's k3 scale, so the "k3" sort orders runs logging different signals on one scale."""
+    return heads.headline_heads()
 
 
 def _firing() -> Any:
@@ -276,12 +271,13 @@ def version(conn: Connection, *, filters: RunFilter) -> str:
 
 
 def live(conn: Connection, *, since: float) -> list[Any]:
-    """Runs active since `since`, with their last step and latest vllm-kl (from the heads):
-    what the Prometheus gauges export, without a run summary each."""
+    """Runs active since `since`, with their last step and their headline signal's metric
+    and latest value (from the heads): what the Prometheus gauges export, without a run
+    summary each."""
     r = t.runs.c
     k3 = _k3_heads()
     query = (
-        sa.select(r.project, r.id, r.last_step, k3.c.k3)
+        sa.select(r.project, r.id, r.last_step, k3.c.metric, k3.c.value)
         .select_from(t.runs.outerjoin(k3, k3.c.run_pk == r.pk))
         .where(r.last_seen >= since, r.status.not_in(["finished", "failed"]))
         .order_by(r.project, r.id)

@@ -1,4 +1,5 @@
-"""Trend lines for a page of runs: one metric of each run in a few dozen buckets, in one read.
+"""Trend lines for a page of runs: one metric of each run (the same for all, or each run's own)
+in a few dozen buckets, in one read.
 
 Each run's series (trainer side first) is read as a downsampled series of `points` buckets
 (`series.read`): the runs of a page share one scan of the rollups per level and one of the hot
@@ -7,7 +8,7 @@ values, so a page of fifty runs costs a handful of queries, whatever else the da
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy.engine import Connection
 
@@ -21,10 +22,20 @@ def trends(
 ) -> dict[int, list[float]]:
     """Per run: the metric's bucket values (the mean of a bucket's finite values, NaN for a
     bucket without any) over the run's whole span."""
-    found = series.find_many(conn, run_pks, [metric])
-    runs = [pk for pk in run_pks if (pk, metric) in found]
+    return trends_of(conn, dict.fromkeys(run_pks, metric), points)
+
+
+def trends_of(
+    conn: Connection, metrics: Mapping[int, str], points: int = 30
+) -> dict[int, list[float]]:
+    """`trends` with a metric per run (each run's own headline signal, say), in the same one
+    read: runs without their metric are left out."""
+    found = series.find_many(conn, list(metrics), sorted(set(metrics.values())))
+    runs = [pk for pk, metric in metrics.items() if (pk, metric) in found]
     wanted = [
-        series.Wanted(pk, found[(pk, metric)][0], found[(pk, metric)][1], max_points=points)
+        series.Wanted(
+            pk, found[(pk, metrics[pk])][0], found[(pk, metrics[pk])][1], max_points=points
+        )
         for pk in runs
     ]
     out = {}
