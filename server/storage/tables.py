@@ -283,3 +283,14 @@ server_secrets = sa.Table(
 # PostgreSQL only (migration 0003): indexes on points (series_id, step), rollups (series_id,
 # level, block), bucket_rows (run_pk, step) and bucket_blocks (run_pk). DuckDB reads through the
 # min/max statistics of the sorted chunks instead: indexes there live in memory and slow appends.
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),  # SHA-256 of the cookie's session id
+    sa.Column("token_id", sa.String(32), nullable=False),
+    sa.Column("created_at", sa.Float(53), nullable=False),
+    sa.Column("expires_at", sa.Float(53), nullable=False),
+)
+"""Dashboard sessions (migration 0009): a signed cookie names one of these rows, so signing out
+deletes the row and the cookie is refused everywhere, on every replica, from then on."""

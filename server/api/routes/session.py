@@ -11,6 +11,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from server.api.deps import ServicesDep
 from server.api.gate import login_page, safe_next
 from server.errors import MonitorError
+from server.services.sessions import COOKIE
 
 router = APIRouter(include_in_schema=False)
 MAX_FORM_BYTES = 4096
@@ -43,15 +44,36 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
         return HTMLResponse(page, status_code=403, headers=_no_store())
     response = RedirectResponse(target, status_code=303, headers=_no_store())
     if principal.token_id is not None:
-        response.headers.append("set-cookie", services.sessions.cookie(principal))
+        cookie = await run_in_threadpool(services.sessions.cookie, principal)
+        response.headers.append("set-cookie", cookie)
     return response
 
 
 @router.post("/logout")
-def sign_out(services: ServicesDep) -> Response:
+def sign_out(request: Request, services: ServicesDep) -> Response:
+    """End the session on the server (a copy of its cookie is refused from now on) and clear
+    the cookie. A POST only: another site cannot make a browser send one here (the
+    cross-origin check refuses it, and the cookie is SameSite=Strict)."""
+    services.sessions.end(request.cookies.get(COOKIE))
     response = RedirectResponse("/login", status_code=303, headers=_no_store())
     response.headers.append("set-cookie", services.sessions.cleared())
     return response
+
+
+@router.api_route("/logout", methods=["GET", "HEAD", "PUT", "PATCH", "DELETE"])
+def sign_out_needs_post() -> Response:
+    """405: signing out changes state, so a link, an image or a prefetch cannot do it. A
+    person who typed the address gets the button that does."""
+    return HTMLResponse(SIGN_OUT_PAGE, status_code=405, headers={"allow": "POST", **_no_store()})
+
+
+SIGN_OUT_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Sign out · Mismatch Monitor</title></head>
+<body style="font-family:sans-serif;max-width:420px;margin:80px auto">
+<h2>Mismatch Monitor</h2>
+<p>Signing out takes a POST request:</p>
+<form method="post" action="/logout"><button type="submit">Sign out</button></form>
+</body></html>"""
 
 
 def _no_store() -> dict[str, str]:
