@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from collectors._metric_map import parse as parse_map
 from server.cli.common import DEFAULT_DB, DbOpt, fail
 from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
@@ -46,6 +47,15 @@ GpuOpt = Annotated[
 LabelOpt = Annotated[
     list[str] | None, typer.Option("--label", help="A label k=v for every run (repeatable)")
 ]
+MapOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--map",
+        metavar="SOURCE=CANONICAL",
+        help="Store the source's metric SOURCE under the canonical name CANONICAL (METRICS.md), "
+        "e.g. training/vllm_kl=k1_kl; wins over --framework's mapping for SOURCE (repeatable)",
+    ),
+]
 AsRunOpt = Annotated[
     str | None,
     typer.Option(
@@ -73,6 +83,13 @@ def _labels(pairs: list[str] | None) -> dict[str, str]:
     return labels
 
 
+def _metric_map(pairs: list[str] | None) -> dict[str, str]:
+    try:
+        return parse_map(pairs or [])
+    except ValueError as exc:
+        fail(f"--map {exc}")
+
+
 def _run(
     read: Callable[[], list[SourceRun]],
     *,
@@ -82,11 +99,13 @@ def _run(
     framework_version: str | None,
     gpu: str | None,
     label: list[str] | None,
+    metric_map: list[str] | None,
     as_run: str | None,
     full: bool,
 ) -> None:
     """Read every source run, then write them all; print the summary."""
     labels = _labels(label)
+    user_map = _metric_map(metric_map)
     try:
         options = Options(
             project=project,
@@ -95,6 +114,7 @@ def _run(
             gpu=gpu,
             labels=labels,
             run_id=as_run,
+            metric_map=user_map,
         )
         sources = read()
         if as_run is not None and len(sources) != 1:
@@ -137,6 +157,7 @@ def tensorboard(
     framework_version: FrameworkVersionOpt = None,
     gpu: GpuOpt = None,
     label: LabelOpt = None,
+    metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
     db: DbOpt = DEFAULT_DB,
@@ -151,6 +172,7 @@ def tensorboard(
         framework_version=framework_version,
         gpu=gpu,
         label=label,
+        metric_map=metric_map,
         as_run=as_run,
         full=full,
     )
@@ -170,6 +192,7 @@ def mlflow(
     framework_version: FrameworkVersionOpt = None,
     gpu: GpuOpt = None,
     label: LabelOpt = None,
+    metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
     db: DbOpt = DEFAULT_DB,
@@ -183,6 +206,7 @@ def mlflow(
         framework_version=framework_version,
         gpu=gpu,
         label=label,
+        metric_map=metric_map,
         as_run=as_run,
         full=full,
     )
@@ -204,6 +228,7 @@ def wandb(
     framework_version: FrameworkVersionOpt = None,
     gpu: GpuOpt = None,
     label: LabelOpt = None,
+    metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
     db: DbOpt = DEFAULT_DB,
@@ -223,6 +248,7 @@ def wandb(
         framework_version=framework_version,
         gpu=gpu,
         label=label,
+        metric_map=metric_map,
         as_run=as_run,
         full=full,
     )

@@ -1,9 +1,10 @@
 """The pure core of every importer: a source's run in, ingest batches and a summary out.
 
 A source module turns its files into `SourceRun`s; `plan_run` maps their metric names through
-the framework adapters (one table of names for collectors and importers alike), builds the run's
-upsert with its provenance, and cuts the steps into record batches in ascending step order — the
-order that lets `writer` resume after the last stored step. Nothing here does I/O.
+the user's metric map (`--map`) and the framework adapters (one table of names for collectors
+and importers alike), builds the run's upsert with its provenance, and cuts the steps into
+record batches in ascending step order — the order that lets `writer` resume after the last
+stored step. Nothing here does I/O.
 
 Errors (what the CLI prints, never a traceback):
 
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
+from collectors._metric_map import CONFIG_KEY as MAP_KEY
+from collectors._metric_map import overlay
 
 Kind = Literal["tensorboard", "mlflow", "wandb"]
 
@@ -99,6 +102,8 @@ class Options:
     gpu: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     run_id: str | None = None
+    metric_map: Mapping[str, str] = field(default_factory=dict)
+    """The user's own names → canonical ones (collectors._metric_map), checked by the caller."""
 
 
 @dataclass
@@ -196,18 +201,22 @@ def plan_run(source: SourceRun, options: Options) -> RunPlan:
                 skipped[name] = f"a metric name must be 1-{MAX_NAME} characters"
             else:
                 values[name] = value
-        if framework is None:
+        if framework is None and not options.metric_map:
             metrics = values
             kept.update(values)
         else:
             names = tuple(values)
             mapping = mappings.get(names)
             if mapping is None:
-                mapping = mappings[names] = _mapping(framework, values)
-                result = map_metrics(framework, values)
-                kept.update(result.kept)
-                mapped.update(result.renames.values())
-                mapped.update(result.renames.get(t, t) for t in result.transforms)
+                mapping = mappings[names] = _user_mapping(framework, values, options.metric_map)
+                if options.metric_map or framework is None:
+                    for target, name, rule in mapping:
+                        (kept if target == name and rule is None else mapped).add(name)
+                else:
+                    result = map_metrics(framework, values)
+                    kept.update(result.kept)
+                    mapped.update(result.renames.values())
+                    mapped.update(result.renames.get(t, t) for t in result.transforms)
             metrics = {
                 target: values[name] if rule is None else rule.apply(values[name])
                 for target, name, rule in mapping
@@ -257,6 +266,19 @@ def _mapping(framework: str, values: Mapping[str, float]) -> list[tuple[str, str
     return plan
 
 
+def _user_mapping(
+    framework: str | None, values: Mapping[str, float], metric_map: Mapping[str, str]
+) -> list[tuple[str, str, Rule | None]]:
+    """`_mapping` with the user's metric map (which may be empty): its sources go to the names it
+    gives, the rest through the framework's table or as they are; `overlay` settles who wins."""
+    rest = {name: value for name, value in values.items() if name not in metric_map}
+    plan = _mapping(framework, rest) if framework is not None else [(n, n, None) for n in rest]
+    routes = {target: (name, rule) for target, name, rule in plan}
+    origin = {target: name for target, name, _ in plan if target != name}
+    routes, _ = overlay(metric_map, list(values), routes, origin, lambda name: (name, None))
+    return [(target, name, rule) for target, (name, rule) in routes.items()]
+
+
 def _upsert(
     source: SourceRun, options: Options, run_id: str, framework: str | None
 ) -> dict[str, Any]:
@@ -264,6 +286,8 @@ def _upsert(
     config["imported_from"] = {"kind": source.kind, "source": source.source}
     if framework is not None:
         config["framework"] = {"name": framework, "version": options.framework_version}
+    if options.metric_map:
+        config[MAP_KEY] = dict(options.metric_map)
     # A post-mortem imports a run that has ended; "finished" keeps it out of the live views.
     run: dict[str, Any] = {
         "id": run_id,
