@@ -112,17 +112,13 @@ class QueryLike(Protocol):
     ) -> list[Any]: ...
 
     def hardware(
-        self,
-        *,
-        metric: str | None = ...,
-        run_ids: Sequence[str] | None = ...,
-        project: str | None = ...,
+        self, *, metric: str = ..., run_ids: Sequence[str] | None = ..., project: str | None = ...
     ) -> list[Any]: ...
 
     def hardware_comparison(
         self,
         *,
-        metric: str | None = ...,
+        metric: str = ...,
         run_ids: Sequence[str] | None = ...,
         project: str | None = ...,
         label: str | None = ...,

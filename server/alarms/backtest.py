@@ -15,15 +15,17 @@ stops it when its time is up or its client went away.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from server.alarms import replay
 from server.alarms.config import check_rule
+from server.alarms.evaluation import Evaluator
 from server.alarms.store import AlarmStore
 from server.deadlines import Deadline
 from server.domain.alarms import Rule, WouldBeAlert
 from server.domain.records import StoredRecord
+from server.domain.rule_errors import RuleError
 from server.domain.scopes import narrow
 from server.errors import NotFound, Rejected
 from server.storage import stored_steps
@@ -39,6 +41,7 @@ class Backtest:
     skipped: list[Rule]  # stalled-run rules: they need a live server's clock
     records: int  # step records replayed
     alerts: list[WouldBeAlert]
+    errors: Mapping[str, RuleError] = field(default_factory=dict)  # rules whose evaluation failed
 
 
 class Backtester:
@@ -80,7 +83,10 @@ class Backtester:
                 f"{stored.raw_dropped_until}; a backtest replays raw values"
             )
         counted = _Counted(stored_steps.records(db, stored, deadline=deadline))
-        fired = replay.replay(evaluated, replay.by_step(counted), deadline=deadline)
+        evaluator = Evaluator(evaluated)  # a draft that fails answers with its error
+        fired = replay.replay(
+            evaluated, replay.by_step(counted), deadline=deadline, evaluator=evaluator
+        )
         return Backtest(
             found.run.id,
             found.run.project,
@@ -88,6 +94,7 @@ class Backtester:
             skipped,
             counted.count,
             replay.would_be_alerts(fired),
+            evaluator.errors(),
         )
 
     def _rules(

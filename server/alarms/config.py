@@ -14,12 +14,14 @@ from typing import Any, TypeVar
 
 from server.alarms import ids, rules
 from server.alarms.delivery import DeliveryWorker
+from server.alarms.failures import error_key, errors_of
 from server.alarms.outbound import check_url
 from server.alarms.safe_http import TrialResult
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Alert, Receiver, ReceiverFormat, Rule, Silence
 from server.domain.labels import InvalidLabelFilter, parse_optional
+from server.domain.rule_errors import RuleError
 from server.domain.rule_params import param_problems
 from server.errors import Forbidden, NotFound, Rejected, UnsafeTarget
 from server.storage import alarm_tables as t
@@ -39,6 +41,19 @@ class AlarmConfigService:
         self, *, project: str | None = None, projects: Sequence[str] | None = None
     ) -> list[Rule]:
         return [r for r in self._store.rules(project) if _visible(r.project, projects)]
+
+    def rule_errors(self, rule_ids: Sequence[str]) -> dict[str, RuleError]:
+        """The evaluation errors of these rules: this server's, and those another replica
+        saved with the states (the later one wins)."""
+        with self._store.db.read() as conn:
+            saved = errors_of(
+                self._store.states_of(conn, [error_key(i) for i in rule_ids]), rule_ids
+            )
+        wanted = set(rule_ids)
+        for rule_id, error in self._service.evaluator.errors().items():
+            if rule_id in wanted and (rule_id not in saved or saved[rule_id].at <= error.at):
+                saved[rule_id] = error
+        return saved
 
     def create_rule(self, *, projects: Sequence[str] | None = None, **fields: Any) -> Rule:
         rule = Rule(id=ids.rule(), **fields)

@@ -91,21 +91,10 @@ class Evaluator:
 
     # -- rules that failed ----------------------------------------------------------------------
     def fail(self, rule: Rule, key: StateKey | None, exc: BaseException, now: float) -> None:
-        """Keep a rule's failure to itself: the series it failed on (`key`; None: the rule
-        could not be made ready) is left alone by the rule from now on, the rule's error state
-        notes it, the count for `/metrics` rises, and the server log has the traceback."""
-        text = failures.message(exc)
-        if key is not None:
-            self.states.setdefault(key, {})["error"] = text
-            self.dirty.add(key)
-        failures.record(
-            self.states.setdefault(error_key(rule.id), {}),
-            rule,
-            None if key is None else key[1],
-            text,
-            now,
-        )
-        self.dirty.add(error_key(rule.id))
+        """Keep a rule's failure on series `key` (None: the rule could not be made ready) to
+        itself (`failures.mark`); counted for `/metrics`, with the traceback in the log."""
+        text = failures.mark(self.states, rule, key, exc, now)
+        self.dirty.update({error_key(rule.id)} if key is None else {error_key(rule.id), key})
         self.failures[rule.id] += 1
         where = "every series" if key is None else f"series {key[1]!r}"
         log.error("rule %s (%r) stops on %s: %s", rule.id, rule.name, where, text, exc_info=exc)
@@ -113,13 +102,18 @@ class Evaluator:
     def errors(self) -> dict[str, RuleError]:
         """The errors of the rules held here, by rule id (rules that never failed are absent)."""
         with self.lock:
-            found = {rid: self.states.get(error_key(rid)) for rid in self._rules}
-        return {rid: failures.rule_error(rid, st) for rid, st in found.items() if st is not None}
+            return failures.errors_of(self.states, self._rules)
 
     def error_keys(self) -> set[StateKey]:
         """The error states of the rules held here (saved like any state)."""
         with self.lock:
             return {error_key(rid) for rid in self._rules if error_key(rid) in self.states}
+
+    def failure_counts(self) -> list[tuple[str, str, int]]:
+        """(project, rule id, failures) of the rules held here that failed in this process."""
+        with self.lock:
+            rules = self._rules
+            return [(rules[i].project, i, n) for i, n in self.failures.items() if i in rules]
 
     def _forget_errors(self, rule_id: str) -> None:
         """A changed rule starts without its errors (its stored states were deleted with it)."""

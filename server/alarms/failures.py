@@ -9,6 +9,7 @@ when the rule is changed or deleted — no column of its own. A series a rule fa
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from server.alarms import plans, rules
@@ -48,16 +49,37 @@ def unready(rule: Rule) -> Exception | None:
     return None
 
 
-def record(state: dict[str, Any], rule: Rule, series: str | None, text: str, now: float) -> None:
-    """Note one more failure of `rule` in its error state."""
+def mark(
+    states: dict[StateKey, dict[str, Any]],
+    rule: Rule,
+    key: StateKey | None,
+    exc: BaseException,
+    now: float,
+) -> str:
+    """Note a failure of `rule` on series `key` (None: it could not be made ready) in `states`:
+    the series' state is marked, so the rule leaves it alone from now on, and the rule's error
+    state counts it. Returns the error's message."""
+    text = message(exc)
+    if key is not None:
+        states.setdefault(key, {})["error"] = text
+    state = states.setdefault(error_key(rule.id), {})
     count = state.get("count")
     state.update(
         message=text,
         at=now,
         count=(count if isinstance(count, int) else 0) + 1,
-        series=series,
+        series=None if key is None else key[1],
         project=rule.project,
     )
+    return text
+
+
+def errors_of(
+    states: Mapping[StateKey, dict[str, Any]], rule_ids: Iterable[str]
+) -> dict[str, RuleError]:
+    """The errors kept in `states` of these rules, by rule id."""
+    found = ((rid, states.get(error_key(rid))) for rid in rule_ids)
+    return {rid: rule_error(rid, st) for rid, st in found if st is not None}
 
 
 def rule_error(rule_id: str, state: dict[str, Any]) -> RuleError:

@@ -33,10 +33,11 @@ def replay(
     batches: Iterable[Sequence[StoredRecord]],
     *,
     deadline: Deadline | None = None,
+    evaluator: Evaluator | None = None,
 ) -> list[Fired]:
     """Every transition `rules` raise over `batches`, in order; `deadline` (checked before each
     batch) stops a replay that runs too long or whose client went away."""
-    evaluator = Evaluator(replayable(rules)[0])
+    evaluator = Evaluator(replayable(rules)[0]) if evaluator is None else evaluator
     fired: list[Fired] = []
     for batch in batches:
         if deadline is not None:

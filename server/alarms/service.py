@@ -145,8 +145,9 @@ class AlarmService:
                     st.update(stored.get(key) or {"eval": {}})
             yield conn
             with ev.lock:
-                changed = {k: ev.states[k] for k in set(keys) & ev.dirty}
-                ev.dirty.difference_update(keys)
+                saved = set(keys) | ev.error_keys()  # with the error of a rule that failed
+                changed = {k: ev.states[k] for k in saved & ev.dirty}
+                ev.dirty.difference_update(saved)
             self.store.save_states(changed, conn)
 
     # -- persistence ----------------------------------------------------------------------

@@ -42,7 +42,7 @@ def rule_list(
 ) -> None:
     """List rules."""
     rows = api(url, token, "GET", "/api/v1/rules", params={"project": project})["data"]
-    print_rows(rows, ["id", "project", "name", "kind", "metric", "enabled"])
+    print_rows(rows, ["id", "project", "name", "kind", "metric", "enabled", "status", "error"])
 
 
 @rule.command("add")

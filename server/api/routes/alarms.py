@@ -6,13 +6,15 @@ caller's projects, and turns what comes back into the response model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from server.api.bounded import AnalysisDep
 from server.api.deps import AdminDep, AlarmsDep, ReaderDep
-from server.domain.alarms import AlertState
+from server.domain.alarms import AlertState, Rule
+from server.domain.rule_errors import RuleError
 from server.schemas.alarms import (
     AlertOut,
     BacktestIn,
@@ -39,7 +41,18 @@ def list_rules(
     alarms: AlarmsDep, principal: ReaderDep, project: ProjectQuery = None
 ) -> ListOut[RuleOut]:
     rules = alarms.config.list_rules(project=project, projects=principal.readable_projects())
-    return ListOut(data=[RuleOut.model_validate(r) for r in rules], count=len(rules))
+    errors = alarms.config.rule_errors([r.id for r in rules])
+    return ListOut(data=[rule_out(r, errors) for r in rules], count=len(rules))
+
+
+def rule_out(rule: Rule, errors: Mapping[str, RuleError]) -> RuleOut:
+    """A rule as it leaves the server, with its error when its evaluation failed."""
+    out = RuleOut.model_validate(rule)
+    error = errors.get(rule.id)
+    if error is None:
+        return out
+    changes = {"error": error.message, "error_at": error.at, "error_count": error.count}
+    return out.model_copy(update={"status": "error", **changes})
 
 
 @router.post("/rules", response_model=RuleOut, status_code=201)
@@ -68,7 +81,7 @@ async def backtest_rules(
     return BacktestOut(
         run=result.run_id,
         project=result.project,
-        rules=[RuleOut.model_validate(r) for r in result.rules],
+        rules=[rule_out(r, result.errors) for r in result.rules],
         skipped=[RuleOut.model_validate(r) for r in result.skipped],
         records=result.records,
         alerts=alerts,
@@ -81,7 +94,7 @@ def update_rule(rule_id: str, body: RulePatch, alarms: AlarmsDep, principal: Adm
     rule = alarms.config.update_rule(
         rule_id, body.model_dump(), projects=principal.readable_projects()
     )
-    return RuleOut.model_validate(rule)
+    return rule_out(rule, alarms.config.rule_errors([rule.id]))
 
 
 @router.delete("/rules/{rule_id}", status_code=204)

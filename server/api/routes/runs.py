@@ -111,15 +111,11 @@ def get_trends(
     query: QueryDep,
     scope: ScopeDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
-    metric: Annotated[
-        str | None,
-        Query(min_length=1, max_length=200, description="default: each run's headline signal"),
-    ] = None,
+    metric: Name = "k3_kl",
     points: Annotated[int, Query(ge=2, le=500)] = 30,
 ) -> dict[str, list[float]]:
     """Each run's metric in about `points` buckets (mean of each bucket's finite values): the
-    trend column of a runs table, for a page of runs in one read. Without `metric`, each run's
-    strongest mismatch signal (`headline` of its summary)."""
+    trend column of a runs table, for a page of runs in one read."""
     ids = _split(runs, "runs", "run ids")
     if len(ids) > 500:
         raise Rejected("at most 500 runs at once")
@@ -289,12 +285,7 @@ def get_bucket_steps(
 
 
 HardwareMetric = Annotated[
-    str | None,
-    Query(
-        min_length=1,
-        max_length=200,
-        description="The metric compared (default: the strongest mismatch signal the runs share)",
-    ),
+    str, Query(min_length=1, max_length=200, description="The metric compared (default k3_kl)")
 ]
 HardwareRuns = Annotated[
     str | None, Query(max_length=10_000, description="Run ids a,b,c (default: the project's)")
@@ -318,7 +309,7 @@ async def get_hardware(
     query: QueryDep,
     principal: ReaderDep,
     analysis: AnalysisDep,
-    metric: HardwareMetric = None,
+    metric: HardwareMetric = "k3_kl",
     runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
     label: HardwareLabel = None,
@@ -350,7 +341,7 @@ async def get_hardware_report(
     query: QueryDep,
     principal: ReaderDep,
     analysis: AnalysisDep,
-    metric: HardwareMetric = None,
+    metric: HardwareMetric = "k3_kl",
     runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
     label: HardwareLabel = None,
