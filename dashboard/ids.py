@@ -23,6 +23,7 @@ RUNS_OPEN_LINKS = "runs-open-links"
 # Run page
 RUN_TITLE = "run-title"
 RUN_SUBTITLE = "run-subtitle"
+RUN_METRIC_MAP = "run-metric-map"
 RUN_METRICS = "run-metrics"
 RUN_SMOOTHING = "run-smoothing"
 RUN_SMOOTH_WEIGHT = "run-smooth-weight"

@@ -112,13 +112,17 @@ class QueryLike(Protocol):
     ) -> list[Any]: ...
 
     def hardware(
-        self, *, metric: str = ..., run_ids: Sequence[str] | None = ..., project: str | None = ...
+        self,
+        *,
+        metric: str | None = ...,
+        run_ids: Sequence[str] | None = ...,
+        project: str | None = ...,
     ) -> list[Any]: ...
 
     def hardware_comparison(
         self,
         *,
-        metric: str = ...,
+        metric: str | None = ...,
         run_ids: Sequence[str] | None = ...,
         project: str | None = ...,
         label: str | None = ...,

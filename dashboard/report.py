@@ -29,7 +29,7 @@ GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
 def hardware_report(
     query: QueryLike,
     *,
-    metric: str = "k3_kl",
+    metric: str | None = None,
     run_ids: Sequence[str] | None = None,
     project: str | None = None,
     label: str | None = None,

@@ -14,6 +14,8 @@ Every import counts, also one inside a function.
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,3 +175,61 @@ def test_modules_and_functions_stay_small() -> None:
                 if length > MAX_FUNCTION_LINES:
                     large.append(f"{module}.{node.name}: {length} lines")
     assert large == []
+
+
+def unexplained_sleeps(source: str) -> list[int]:
+    """Lines of `time.sleep(...)` calls (also `sleep` imported from time) with no comment on
+    the same line or the line above: a test waits for a condition, and a sleep that remains says
+    why it is not one."""
+    tree = ast.parse(source)
+    sleep_names = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "time"
+        for alias in node.names
+        if alias.name == "sleep"
+    }
+    commented = {
+        token.start[0]
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT and token.string.lstrip("#").strip()
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        is_sleep = (
+            isinstance(func, ast.Attribute)
+            and func.attr == "sleep"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "time"
+        ) or (isinstance(func, ast.Name) and func.id in sleep_names)
+        if is_sleep and not {node.lineno, node.lineno - 1} & commented:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_sleeps_in_tests_say_why() -> None:
+    """Tests wait for conditions (`tests/waiting.py`), not for time: a fixed sleep passes on the
+    author's machine and flakes on a loaded one."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for line in unexplained_sleeps(path.read_text()):
+            found.append(f"{path.relative_to(ROOT)}:{line}")
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import time\ntime.sleep(1)\n", [2]),
+        ("from time import sleep as nap\nnap(1)\n", [2]),
+        ("import time\ntime.sleep(1)  # the server's reload period\n", []),
+        ("import time\n# the receiver is down on purpose\ntime.sleep(1)\n", []),
+        ("import time\n#\ntime.sleep(1)\n", [3]),
+        ("import asyncio\nasyncio.sleep(1)\n", []),
+    ],
+)
+def test_the_sleep_check_refuses_a_sleep_without_a_reason(source: str, expected: list[int]) -> None:
+    assert unexplained_sleeps(source) == expected

@@ -20,14 +20,16 @@ def wait_for(
     timeout: float = 30.0,
     *,
     interval: float = 0.05,
-    message: str = "the condition did not hold",
+    message: str | Callable[[], str] = "the condition did not hold",
 ) -> T:
-    """The predicate's first truthy answer; AssertionError when none came within `timeout`."""
+    """The predicate's first truthy answer; AssertionError when none came within `timeout`.
+    `message` may be a function, asked at the deadline (to show what was seen last)."""
     deadline = time.monotonic() + timeout
     while True:
         answer = predicate()
         if answer:
             return answer
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{message} (within {timeout:g} s; last answer: {answer!r})")
+            said = message() if callable(message) else message
+            raise AssertionError(f"{said} (within {timeout:g} s; last answer: {answer!r})")
         time.sleep(interval)  # polling interval of the condition above

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 
+from server.domain import signals
+
 
 def safe(text: object) -> str:
     return html.escape(str(text), quote=True)
@@ -36,3 +38,10 @@ ROLLUPS_ONLY = "drawn from rollups (raw values dropped by retention)"
 def rollups_note(runs: list[str]) -> str:
     """A title's suffix naming the runs drawn from rollups only; empty when there are none."""
     return f" · {ROLLUPS_ONLY}: {', '.join(runs)}" if runs else ""
+
+
+def named(metric: str) -> str:
+    """A metric in a title: a mismatch signal by its label with its metric name beside it
+    ("mean |logp diff| (abs_logp_diff_mean)"), any other metric by its name."""
+    signal = signals.BY_METRIC.get(metric)
+    return metric if signal is None else f"{signal.label} ({metric})"

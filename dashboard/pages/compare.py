@@ -20,7 +20,7 @@ from dashboard.alignment import (
 from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
 from dashboard.figures.series import difference_figure, series_figure, zoomed
-from dashboard.figures.text import rollups_note
+from dashboard.figures.text import named, rollups_note
 from dashboard.pages import compare_aligned, compare_metrics
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
@@ -305,13 +305,13 @@ def view(
         fig = difference_figure(
             (names[ref], drawn[ref]),
             [(names[r], drawn[r]) for r in ordered[1:]],
-            title=f"{compare_metrics.titled(metric)}: difference to reference{note}",
+            title=f"{named(metric)}: difference to reference{note}",
             divergence=divergence,
         )
     else:
         fig = series_figure(
             [(names[r], drawn[r]) for r in ordered],
-            title=f"{compare_metrics.titled(metric)}{note}",
+            title=f"{named(metric)}{note}",
             log_y=metric in LOG_SCALE,
             height=380,
         )

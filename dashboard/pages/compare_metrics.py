@@ -82,9 +82,3 @@ def note(metric: str | None, logged: dict[str, set[str]], names: dict[str, str])
         if lacking:
             parts.append(f"No {metric} in: {', '.join(lacking)}.")
     return " ".join(parts)
-
-
-def titled(metric: str) -> str:
-    """A chart title: the metric, and a signal's label beside it."""
-    signal = signals.BY_METRIC.get(metric)
-    return metric if signal is None else f"{signal.label} ({metric})"

@@ -1,6 +1,8 @@
 """Hardware page: is it the GPU or the config? GPU types compared like for like.
 
-Runs are selected by id (from the compare view), by project and by label; among them, only the
+It compares the metric typed in, else the strongest mismatch signal the selected runs share
+(chosen by the server from their series heads). Runs are selected by id (from the compare view),
+by project and by label; among them, only the
 runs that share every parity-relevant setting (or a picked label or config key) are put side by
 side, and the others are listed with the setting that keeps them out. Each pair of GPU types
 gets its ratio of medians with a bootstrap interval and a sentence; the report button downloads
@@ -19,7 +21,7 @@ from dashboard.figures.hardware import bucket_curves_figure, hardware_figure, ra
 from dashboard.query import QueryLike, dump
 from dashboard.report import hardware_report
 from dashboard.urlstate import as_list, encode
-from server.domain import urls
+from server.domain import signals, urls
 from server.errors import MonitorError
 
 GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
@@ -53,7 +55,12 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                         placeholder="project",
                         style={"width": "260px", "marginRight": "8px"},
                     ),
-                    _input(ids.HW_METRIC, params.get("metric") or "k3_kl", "metric", "140px"),
+                    _input(
+                        ids.HW_METRIC,
+                        params.get("metric"),
+                        "metric (default: the runs' shared mismatch signal)",
+                        "300px",
+                    ),
                     _input(
                         ids.HW_GROUP_BY, params.get("group_by"), "parity, label:KEY, config:KEY"
                     ),
@@ -102,8 +109,9 @@ def view(found: dict[str, Any], bucket_rows: list[dict[str, Any]]) -> tuple[Any,
     boxes = group["distribution"] if group else found["data"]
     gpus = group["gpus"] if group else []
     pairs = group["pairs"] if group else []
+    compared = f" Compared: {signals.describe(metric)}." if metric else ""
     return (
-        found["note"],
+        found["note"] + compared,
         [html.Li(p["sentence"]) for p in pairs],
         hardware_figure(boxes, metric=metric),
         [{k: cell(g[k]) for k in GPU_COLUMNS} for g in gpus],
@@ -151,11 +159,12 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         metric: str | None,
     ) -> Any:
         selection = _selection(project, runs, label, group_by)
+        metric = (metric or "").strip() or None  # none: the runs' shared mismatch signal
         try:
-            found = dump(query.hardware_comparison(metric=metric or "k3_kl", **selection))
+            found = dump(query.hardware_comparison(metric=metric, **selection))
         except MonitorError as exc:  # a refused selection: say what was wrong, draw nothing
             message = exc.message
-            empty = {"metric": metric or "k3_kl", "groups": [], "data": [], "excluded": []}
+            empty = {"metric": metric or "", "groups": [], "data": [], "excluded": []}
             return (f"Nothing to compare: {message}", *view({**empty, "note": ""}, [])[1:])
         group = found["groups"][0] if found["groups"] else None
         bucket_rows = dump(query.buckets(group["run_ids"], group_by="gpu")) if group else []
@@ -176,10 +185,9 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         metric: str | None,
     ) -> dict[str, str]:
         """The comparison as a self-contained HTML file, read as the signed-in reader."""
-        page = hardware_report(
-            query, metric=metric or "k3_kl", **_selection(project, runs, label, group_by)
-        )
-        return {"content": page, "filename": f"hardware-{metric or 'k3_kl'}.html"}
+        metric = (metric or "").strip() or None
+        page = hardware_report(query, metric=metric, **_selection(project, runs, label, group_by))
+        return {"content": page, "filename": f"hardware-{metric or 'mismatch'}.html"}
 
     @app.callback(Output(ids.CMP_HARDWARE_LINK, "href"), Input(ids.CMP_RUNS, "value"))
     def link_from_compare(runs: list[str] | None) -> str:
@@ -198,6 +206,6 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         group_by: str | None,
         metric: str | None,
     ) -> str:
-        metric = None if metric in (None, "", "k3_kl") else metric
+        metric = (metric or "").strip() or None
         state = {"runs": runs, "project": project, "label": label, "group_by": group_by}
         return encode({**state, "metric": metric})

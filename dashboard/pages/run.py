@@ -23,6 +23,7 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, dcc, html, no_update
 
+from collectors._metric_map import CONFIG_KEY as METRIC_MAP_KEY
 from dashboard import ids
 from dashboard.figures.series import series_figure
 from dashboard.figures.text import ROLLUPS_ONLY
@@ -35,6 +36,7 @@ from server.errors import Conflict, NotFound
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 INLINE = {"display": "inline-block", "marginLeft": "12px"}
+MUTED = {"color": "#555", "marginBottom": "8px"}
 
 
 def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, **_: Any) -> Any:
@@ -71,6 +73,7 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
                 id=ids.RUN_SUBTITLE,
                 style={"color": "#555", "marginBottom": "8px"},
             ),
+            html.Div(metric_map_line(detail.config), id=ids.RUN_METRIC_MAP, style=MUTED),
             _controls(params, sorted({m.name for m in metrics})),
             dcc.Store(id=ids.RUN_VIEW, data=view.as_dict()),
             dcc.Store(id=ids.RUN_ZOOM, data=run_data.zoom_of(view)),
@@ -95,6 +98,15 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
             ),
         ]
     )
+
+
+def metric_map_line(config: Any) -> str | None:
+    """The line naming the user's metric map ("metrics mapped by the user: a → b"); None where
+    the run's config records none."""
+    mapping = config.get(METRIC_MAP_KEY) if isinstance(config, dict) else None
+    if not isinstance(mapping, dict) or not mapping:
+        return None
+    return "metrics mapped by the user: " + ", ".join(f"{k} → {v}" for k, v in mapping.items())
 
 
 def _or_dash(value: Any) -> Any:

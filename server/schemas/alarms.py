@@ -63,7 +63,9 @@ values, a log-space sustained rule sorts its `short` values at every value and i
 every `refresh`. A backtest replays a whole run on the request of anyone who reads the project, so
 these are capped at what a real rule needs: the default pack's longest window is 100 values and
 its precursor looks 30 steps ahead; 1,000 leaves ten times that. `refresh` below 5 (0 meant every
-value) buys no earlier alert worth its cost: a trailing median of 50+ values barely moves in 5.
+value), or below a twentieth of the draft's `window`/`long`, buys no earlier alert worth its cost:
+a trailing median barely moves while a twentieth of its values change (the pack refreshes every
+tenth).
 Saved rules, which only an admin creates, are checked by the rule model alone."""
 
 
@@ -86,12 +88,19 @@ class BacktestIn(BaseModel):
                     continue
                 if not isinstance(value, (int, float)) or isinstance(value, bool):
                     raise ValueError(f"rules[{i}].params.{key} must be a number ({counts})")
+                if key == "refresh":  # a median of w values is sorted every `refresh`
+                    widest = max(_number(draft.params.get(k)) for k in ("window", "long"))
+                    least = max(least, int(widest) // 20)
                 if not least <= value <= most:
                     raise ValueError(
                         f"rules[{i}].params.{key} must be between {least} and {most} in a "
                         f"backtest draft ({counts}), got {value}"
                     )
         return drafts
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 class RulePatch(BaseModel):

@@ -2,7 +2,9 @@
 post-mortem (group, per-GPU figures, ratios with bootstrap intervals, runs left out).
 
 The database does what it does well (which values belong to which GPU segment, exact quantiles);
-the comparison itself is the pure `server.analysis.comparison`.
+the comparison itself is the pure `server.analysis.comparison`. Without a metric named, both
+read the strongest mismatch signal the selected runs share (k3 where they all log it, TRL's mean
+|logp diff| for TRL runs, ...), chosen from their series heads.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from server.analysis.comparison import GpuFigures, GroupBy, Piece, RunFacts
 from server.analysis.hardware import UNKNOWN_GPU, ParityPlan
 from server.analysis.ratios import MAX_STEPS_PER_RUN
 from server.deadlines import Deadline
+from server.domain.metrics import HEADLINE, compare_metric
 from server.domain.parity import flatten
 from server.errors import Rejected
 from server.schemas.hardware import (
@@ -32,7 +35,7 @@ from server.schemas.hardware import (
 )
 from server.schemas.query import HardwareOut
 from server.services.runs_query import RunQueries, _label_filter
-from server.storage import aggregates, runs
+from server.storage import aggregates, heads, runs
 
 MAX_RUNS = 10_000
 
@@ -41,21 +44,23 @@ class HardwareQueries(RunQueries):
     def hardware(
         self,
         *,
-        metric: str = "k3_kl",
+        metric: str | None = None,
         run_ids: Sequence[str] | None = None,
         project: str | None = None,
         projects: Sequence[str] | None = None,
     ) -> list[HardwareOut]:
-        """Per GPU type, the distribution of a metric over the given runs (or a project's)."""
+        """Per GPU type, the distribution of a metric (by default the strongest mismatch signal
+        the runs share) over the given runs (or a project's)."""
         with self._db.read() as conn:
             rows = self._selected(conn, run_ids, project, None, projects)
-            out = self._pooled(conn, metric, [r.pk for r in rows])
+            pks = [r.pk for r in rows]
+            out = self._pooled(conn, metric or shared_signal(conn, pks), pks)
         return [HardwareOut.model_validate(row) for row in out]
 
     def hardware_comparison(
         self,
         *,
-        metric: str = "k3_kl",
+        metric: str | None = None,
         run_ids: Sequence[str] | None = None,
         project: str | None = None,
         label: str | None = None,
@@ -77,6 +82,7 @@ class HardwareQueries(RunQueries):
             rows = self._selected(conn, run_ids, project, label, projects)
             keys = _keys(rows)
             pks = {key: pk for pk, key in keys.items()}
+            metric = metric or shared_signal(conn, list(keys))
             pooled = self._pooled(conn, metric, list(pks.values()))
             facts = _facts(rows, keys, runs.configs(conn, list(pks.values())))
             deadline.check()
@@ -144,6 +150,14 @@ class HardwareQueries(RunQueries):
         if not pks:
             return []
         return aggregates.hardware_rows(conn, self._db.dialect, metric=metric, run_pks=pks)
+
+
+def shared_signal(conn: Connection, run_pks: Sequence[int]) -> str:
+    """What a hardware comparison reads when not told: the strongest mismatch signal every
+    selected run logs (`metrics.compare_metric` over their signals), else k3_kl."""
+    logged = heads.logged_signals(conn, run_pks)
+    chosen = compare_metric([logged.get(pk, set()) for pk in run_pks])
+    return chosen or HEADLINE
 
 
 def _check_gpu_types(plan: ParityPlan, by: GroupBy) -> None:

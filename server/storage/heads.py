@@ -246,3 +246,24 @@ def headlines(conn: Connection, run_pks: Sequence[int]) -> dict[int, tuple[str, 
         for row in conn.execute(query)
         if row.value is not None
     }
+
+
+def logged_signals(conn: Connection, run_pks: Sequence[int]) -> dict[int, set[str]]:
+    """Per run: the mismatch signals its trainer heads hold (runs with none are left out)."""
+    if not run_pks:
+        return {}
+    s = t.series.c
+    query = (
+        sa.select(s.run_pk, s.metric)
+        .where(
+            s.run_pk.in_(list(run_pks)),
+            s.metric.in_(HEADLINE_ORDER),
+            s.source == "trainer",
+            s.points > 0,
+        )
+        .distinct()
+    )
+    out: dict[int, set[str]] = {}
+    for row in conn.execute(query):
+        out.setdefault(int(row.run_pk), set()).add(row.metric)
+    return out

@@ -5,7 +5,6 @@ first cause and its follow-ups, one escalation, one resolution."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,14 @@ from server.domain.records import StoredRecord, WriteResult
 from server.storage import migrate
 from server.storage.alarm_tables import outbox
 from server.storage.db import Database
-from tests.alarms.test_webhooks import LOCAL_RECEIVERS, Receiver, wait_for
+from tests.alarms.test_webhooks import (
+    LOCAL_RECEIVERS,
+    Receiver,
+    assert_each_message_delivered_once,
+    outbox_after_stop,
+)
 from tests.factories import record, run_upsert
+from tests.waiting import wait_for
 
 
 def _alert(aid: str, step: int, *, run: str = "r", severity: str = "warning", **kw: Any) -> Alert:
@@ -149,7 +154,6 @@ def test_a_collapse_is_one_incident_opened_escalated_and_resolved(server_factory
         send(_steps(range(48, 52), k3_kl=0.2, grad_norm=100.0, ratio_dev_1e4=80.0))  # warning
         send(_steps(range(52, 70)))  # everything recovers
         assert wait_for(lambda: len(receiver.delivered()) == 3)
-        time.sleep(2.0)  # anything else would be out by now
         bodies = [body for _, body in receiver.delivered()]
         assert [b["type"] for b in bodies] == ["alert.firing", "alert.escalated", "alert.resolved"]
 
@@ -181,5 +185,8 @@ def test_a_collapse_is_one_incident_opened_escalated_and_resolved(server_factory
         assert wait_for(lambda: len(receiver.delivered()) == 4)
         again = receiver.delivered()[3][1]
         assert again["type"] == "alert.firing" and again["incident"]["id"] != incident
+        # Nothing else was sent, nor waits to be: four messages for the two incidents.
+        assert_each_message_delivered_once(receiver, outbox_after_stop(server))
+        assert len(receiver.delivered()) == 4
     finally:
         receiver.close()

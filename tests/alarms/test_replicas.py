@@ -7,7 +7,6 @@ replica sees the recovery.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -25,11 +24,11 @@ def k3(step: int) -> float:
 def test_alternating_replicas_share_alarm_state(server_factory: Any, postgres_url: str) -> None:
     url = fresh_pg_database(postgres_url)
     first = server_factory(url)
-    second = server_factory(url)  # started after the first has migrated the database
-    replicas = (first, second)
     assert first.post("/api/v1/ingest", {"run": run_upsert("lb")}).status_code == 200
-    # The new project's default rules reach the other replica with its periodic reload (2 s).
-    time.sleep(3)
+    # Started after the first has migrated the database and given the new project its default
+    # rules: it reads them when it starts, without waiting for its periodic reload.
+    second = server_factory(url)
+    replicas = (first, second)
     for step in range(45):
         body = {"records": [record("lb", step, {"k3_kl": k3(step)})]}
         response = replicas[step % 2].post("/api/v1/ingest", body)

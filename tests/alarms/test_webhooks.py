@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from standardwebhooks.webhooks import Webhook
 
 from server.alarms.signing import new_secret
-from tests.conftest import free_port
+from server.storage import alarm_tables
+from server.storage.db import Database
+from tests.conftest import ServerProcess, free_port
+from tests.waiting import wait_for as wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -58,13 +61,26 @@ class Receiver:
         self.server.server_close()
 
 
-def wait_for(predicate: Any, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
+def outbox_after_stop(server: ServerProcess) -> list[dict[str, Any]]:
+    """Stop the server (its delivery worker sends what is due first) and read its outbox. From
+    then on nothing more can arrive, so what the receiver saw is all it will ever get from this
+    server: "exactly once" is checked against the outbox, not after a pause."""
+    server.stop()
+    db = Database(server.db)
+    try:
+        with db.read() as conn:
+            return [dict(row._mapping) for row in conn.execute(sa.select(alarm_tables.outbox))]
+    finally:
+        db.dispose()
+
+
+def assert_each_message_delivered_once(receiver: Receiver, outbox: list[dict[str, Any]]) -> None:
+    pending = [r["id"] for r in outbox if r["delivered_at"] is None and r["gave_up_at"] is None]
+    assert pending == [], "messages were still waiting to be sent"
+    delivered = sorted(h["webhook-id"] for h, _ in receiver.delivered())
+    assert delivered == sorted(r["id"] for r in outbox if r["delivered_at"] is not None), (
+        "a message was delivered twice, or one the outbox never held"
+    )
 
 
 def k3_batch(run_id: str, steps: range, value: Any, with_run: bool = False) -> dict[str, Any]:
@@ -100,10 +116,10 @@ def test_signed_retried_once_per_transition_with_resolved_notice(server_factory:
         assert wait_for(lambda: any(p["type"] == "alert.firing" for _, p in receiver.delivered()))
         server.post("/api/v1/ingest", k3_batch("r1", range(43, 50), lambda s: 1e-3))
         assert wait_for(lambda: any(p["type"] == "alert.resolved" for _, p in receiver.delivered()))
-        time.sleep(1.5)  # anything duplicated would arrive by now
+        alerts = server.query("/api/v1/alerts?run=r1")["data"]
+        assert_each_message_delivered_once(receiver, outbox_after_stop(server))
         delivered = receiver.delivered()
         ids = [h["webhook-id"] for h, _ in delivered]
-        assert len(ids) == len(set(ids)), "a message was delivered twice"
         spike = [p for _, p in delivered if p["rule"] == "vllm-kl spike"]
         assert [p["type"] for p in spike] == ["alert.firing", "alert.resolved"]
         first = spike[0]
@@ -124,7 +140,6 @@ def test_signed_retried_once_per_transition_with_resolved_notice(server_factory:
                     "webhook-signature": headers["webhook-signature"],
                 },
             )
-        alerts = server.query("/api/v1/alerts?run=r1")["data"]
         assert {(a["rule_name"], a["state"]) for a in alerts} >= {("vllm-kl spike", "resolved")}
     finally:
         receiver.close()
@@ -143,18 +158,18 @@ def test_server_killed_with_pending_outbox_delivers_once_after_restart(
         ).status_code
         == 201
     )
-    server.post("/api/v1/ingest", k3_batch("r2", range(40, 42), lambda s: 0.05))
-    time.sleep(0.5)  # the receiver is down: the message waits in the outbox
+    # Recorded with the ingest that raised it; the receiver is down, so it stays in the outbox.
+    assert server.post("/api/v1/ingest", k3_batch("r2", range(40, 42), lambda s: 0.05)).is_success
     server.kill()
     receiver = Receiver(port=port)
     try:
         restarted = server_factory(tmp_path / "outbox.duckdb", args=LOCAL_RECEIVERS)
         assert wait_for(lambda: len(receiver.delivered()) >= 1, 60)
-        time.sleep(1.5)
+        assert restarted.query("/api/v1/alerts?state=firing")["count"] >= 1
+        assert_each_message_delivered_once(receiver, outbox_after_stop(restarted))
         bodies = [p for _, p in receiver.delivered()]
         assert len(bodies) == 1
         assert "vllm-kl spike" in bodies[0]["text"] and "firing" in bodies[0]["text"]
-        assert restarted.query("/api/v1/alerts?state=firing")["count"] >= 1
     finally:
         receiver.close()
 

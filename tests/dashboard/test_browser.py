@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.dashboard.seed import DIVERGE_AT, XSS_NAME, run_body, seed
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,14 +38,15 @@ def traces(page: Any) -> list[list[str]]:
 
 
 def wait_plots(page: Any, count: int, timeout: float = 30.0) -> list[list[str]]:
-    deadline = time.monotonic() + timeout
-    drawn: list[list[str]] = []
-    while time.monotonic() < deadline:
-        drawn = traces(page)
-        if len([t for t in drawn if t]) >= count:
-            return drawn
-        time.sleep(0.2)
-    raise AssertionError(f"expected {count} drawn plots, saw {drawn}")
+    seen: list[list[list[str]]] = [[]]
+
+    def drawn() -> list[list[str]] | None:
+        seen[0] = traces(page)
+        return seen[0] if len([t for t in seen[0] if t]) >= count else None
+
+    return wait_for(
+        drawn, timeout, interval=0.2, message=lambda: f"expected {count} drawn plots, saw {seen[0]}"
+    )
 
 
 def test_runs_page_lists_runs_and_renders_markup_as_text(seeded: Any, page: Any) -> None:

@@ -3,13 +3,13 @@ server, seeded through the API with reports that follow the parity-report contra
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from tests.dashboard.test_browser import shot
 from tests.factories import parity_report, record, run_upsert
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,14 +37,13 @@ def scatter_points(page: Any, graph_id: str) -> list[int]:
 
 
 def wait_points(page: Any, graph_id: str, traces: int, timeout: float = 30.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    counts: list[int] = []
-    while time.monotonic() < deadline:
+    def drawn() -> list[int] | None:
         counts = scatter_points(page, graph_id)
-        if len([c for c in counts if c > 2]) >= traces:
-            return counts
-        time.sleep(0.2)
-    raise AssertionError(f"expected {traces} drawn token traces in #{graph_id}, saw {counts}")
+        return counts if len([c for c in counts if c > 2]) >= traces else None
+
+    return wait_for(
+        drawn, timeout, interval=0.2, message=f"expected {traces} drawn token traces in #{graph_id}"
+    )
 
 
 def column(page: Any, table: str, name: str) -> list[str]:

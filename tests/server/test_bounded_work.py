@@ -30,7 +30,7 @@ EXPENSIVE = {
     "params": {
         "metrics": list(METRICS),
         "window": 1000,
-        "refresh": 5,
+        "refresh": 50,
         "min_history": 1,
         "z": 50.0,
         "space": "log",
@@ -89,6 +89,7 @@ def test_backtest_of_a_run_with_a_step_at_2_53_answers(server_factory: Any) -> N
     [
         ({"window": 100_000}, "rules[0].params.window"),
         ({"refresh": 0}, "rules[0].params.refresh"),
+        ({"window": 1000, "refresh": 20}, "rules[0].params.refresh"),
         ({"long": 5000, "space": "log"}, "rules[0].params.long"),
         ({"within_steps": 50_000}, "rules[0].params.within_steps"),
     ],

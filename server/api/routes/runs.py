@@ -111,11 +111,15 @@ def get_trends(
     query: QueryDep,
     scope: ScopeDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
-    metric: Name = "k3_kl",
+    metric: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="default: each run's headline signal"),
+    ] = None,
     points: Annotated[int, Query(ge=2, le=500)] = 30,
 ) -> dict[str, list[float]]:
     """Each run's metric in about `points` buckets (mean of each bucket's finite values): the
-    trend column of a runs table, for a page of runs in one read."""
+    trend column of a runs table, for a page of runs in one read. Without `metric`, each run's
+    strongest mismatch signal (`headline` of its summary)."""
     ids = _split(runs, "runs", "run ids")
     if len(ids) > 500:
         raise Rejected("at most 500 runs at once")
@@ -285,7 +289,12 @@ def get_bucket_steps(
 
 
 HardwareMetric = Annotated[
-    str, Query(min_length=1, max_length=200, description="The metric compared (default k3_kl)")
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="The metric compared (default: the strongest mismatch signal the runs share)",
+    ),
 ]
 HardwareRuns = Annotated[
     str | None, Query(max_length=10_000, description="Run ids a,b,c (default: the project's)")
@@ -309,7 +318,7 @@ async def get_hardware(
     query: QueryDep,
     principal: ReaderDep,
     analysis: AnalysisDep,
-    metric: HardwareMetric = "k3_kl",
+    metric: HardwareMetric = None,
     runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
     label: HardwareLabel = None,
@@ -341,7 +350,7 @@ async def get_hardware_report(
     query: QueryDep,
     principal: ReaderDep,
     analysis: AnalysisDep,
-    metric: HardwareMetric = "k3_kl",
+    metric: HardwareMetric = None,
     runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
     label: HardwareLabel = None,

@@ -1,0 +1,143 @@
+"""Each run's strongest mismatch signal, whatever its trainer calls it: the choice itself (pure,
+against `signals.headline`), and the reads behind the views through a real server — run
+summaries, the runs list's sort and trends, the hardware default, `/metrics` — for runs logged
+in TRL's and slime's names beside runs logging k3."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+
+from server.domain import signals
+from server.domain.metrics import MISMATCH_PANEL, compare_metric, compare_options, run_panels
+from server.storage import heads
+from tests.signal_runs import K3, PLAIN, SLIME, TRL, body, post
+
+# -- the choice, pure -------------------------------------------------------------------------
+
+
+def test_headline_order_picks_what_signals_headline_picks_for_every_pair_of_signals() -> None:
+    for a, b in itertools.combinations_with_replacement(signals.BY_METRIC, 2):
+        present = {a, b}
+        first = next(m for m in heads.HEADLINE_ORDER if m in present)
+        assert signals.headline(present) == signals.BY_METRIC[first]
+
+
+def test_run_panels_open_on_the_headline_with_its_label_and_meaning() -> None:
+    trl = run_panels(set(TRL))
+    assert trl[0].name == MISMATCH_PANEL and trl[0].metrics == ("abs_logp_diff_mean",)
+    assert trl[0].title == "mean |logp diff|" and "log p_trainer" in trl[0].subtitle
+    assert trl[1].metrics == ("ratio_mean@trl",)  # the other family's strongest, its own chart
+    slime = run_panels(set(SLIME))
+    assert slime[0].metrics == ("k3_kl_seq",) and slime[0].log
+    assert [p.metrics for p in slime[1:2]] == [("ratio_dev_1e4_seq",)]
+
+
+def test_run_panels_keep_k3_with_reverse_k3_and_leave_k1_off_their_log_axis() -> None:
+    panels = run_panels({"k3_kl", "reverse_k3_kl", "k1_kl", "ratio_dev_1e4", "entropy"})
+    assert panels[0].metrics == ("k3_kl", "reverse_k3_kl") and panels[0].log
+    assert [p.name for p in panels] == [MISMATCH_PANEL, "ratio drift", "entropy"]
+
+
+def test_a_run_without_a_signal_has_no_mismatch_panel() -> None:
+    assert [p.name for p in run_panels(set(PLAIN))] == ["entropy", "reward"]
+
+
+def test_compare_opens_on_the_strongest_shared_signal_else_the_first_shared_metric() -> None:
+    bf16 = {"training/vllm_kl", "abs_logp_diff_mean", "ratio_mean@trl", "entropy"}
+    int8 = {"training/vllm_kl", "abs_logp_diff_mean", "entropy", "reward_mean"}
+    assert compare_metric([bf16, int8]) == "abs_logp_diff_mean"
+    assert compare_metric([set(TRL), set(K3)]) == "entropy"  # no signal shared
+    assert compare_metric([{"training/vllm_kl"}, {"training/vllm_kl", "x"}]) == "training/vllm_kl"
+    assert compare_metric([{"a"}, {"b"}]) is None and compare_metric([]) is None
+
+
+def test_compare_menu_lists_every_metric_any_run_logs_shared_first() -> None:
+    options = compare_options([{"training/vllm_kl", "k3_kl", "entropy"}, {"k3_kl", "grad_norm"}])
+    assert options == ["k3_kl", "entropy", "grad_norm", "training/vllm_kl"]
+
+
+# -- through a real server --------------------------------------------------------------------
+
+
+@pytest.fixture
+def server(server_factory: Any) -> Any:
+    server = server_factory()
+    post(
+        server,
+        body("trl", TRL, scale=lambda s: 1.0 + s / 100),
+        body("slime", SLIME),
+        body("k3-low", K3),
+        body("k3-high", {**K3, "k3_kl": 0.1}),
+        body("plain", PLAIN),
+    )
+    return server
+
+
+def _summaries(server: Any, **params: str) -> list[dict[str, Any]]:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return server.query(f"/api/v1/runs?project=signals&{query}")["data"]  # type: ignore[no-any-return]
+
+
+def test_run_summaries_carry_the_headline_signal_in_each_trainers_names(server: Any) -> None:
+    found = {r["id"]: r["headline"] for r in _summaries(server)}
+    assert found["trl"]["metric"] == "abs_logp_diff_mean"
+    assert found["trl"]["label"] == "mean |logp diff|"
+    assert found["trl"]["value"] == pytest.approx(0.27 * 1.29)  # the last step's value
+    assert "log p_trainer" in found["trl"]["meaning"]
+    assert found["slime"]["metric"] == "k3_kl_seq" and found["slime"]["value"] == 2e-3
+    assert found["k3-low"]["metric"] == "k3_kl" and found["plain"] is None
+
+
+def test_the_k3_sort_orders_runs_by_their_headline_on_the_k3_scale(server: Any) -> None:
+    order = [r["id"] for r in _summaries(server, sort="k3", order="desc")]
+    # mean |d| 0.348 reads 2 × 0.348² ≈ 0.24 on the k3 scale: above a k3 of 0.1
+    last_trl = 0.27 * 1.29
+    assert signals.ABS_D_TO_K3 * last_trl**2 > 0.1
+    assert order == ["trl", "k3-high", "slime", "k3-low", "plain"]
+
+
+def test_trends_default_to_each_runs_headline_signal(server: Any) -> None:
+    found = server.query("/api/v1/trends?runs=trl,slime,k3-low,plain&points=10")
+    assert set(found) == {"trl", "slime", "k3-low"}  # plain logs no signal
+    assert found["trl"][0] == pytest.approx(0.27, rel=0.05) and found["trl"][-1] > found["trl"][0]
+    assert all(v == pytest.approx(2e-3) for v in found["slime"])
+    explicit = server.query("/api/v1/trends?runs=trl&metric=entropy&points=10")
+    assert explicit["trl"][0] == pytest.approx(1.1, rel=0.05)
+
+
+def test_hardware_defaults_to_the_signal_the_runs_share(server_factory: Any) -> None:
+    server = server_factory()
+    post(
+        server,
+        body("bf16", TRL, project="hw", extra={"labels": {"arm": "bf16"}}),
+        body("int8", {**TRL, "abs_logp_diff_mean": 0.9}, project="hw", gpu="NVIDIA A100"),
+    )
+    found = server.query("/api/v1/hardware?project=hw&n_boot=200")
+    assert found["metric"] == "abs_logp_diff_mean"
+    assert {row["gpu"] for row in found["data"]} == {"NVIDIA H100 80GB HBM3", "NVIDIA A100"}
+    assert server.query("/api/v1/hardware?project=hw&metric=entropy&n_boot=200")["metric"] == (
+        "entropy"
+    )
+
+
+def test_metrics_exports_each_live_runs_headline_with_its_signal(server: Any) -> None:
+    text = server.get("/metrics").text
+    gauges = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line.startswith(("mismatch_run_mismatch{", "mismatch_run_k3_kl{"))
+    }
+    trl = 'mismatch_run_mismatch{project="signals",run="trl",signal="abs_logp_diff_mean"}'
+    slime = 'mismatch_run_mismatch{project="signals",run="slime",signal="k3_kl_seq"}'
+    k3 = 'mismatch_run_mismatch{project="signals",run="k3-low",signal="k3_kl"}'
+    assert gauges[trl] == pytest.approx(0.27 * 1.29) and gauges[slime] == 2e-3
+    assert gauges[k3] == 1e-3
+    # the k3 gauge keeps its name and labels for the runs that log k3, and only for those
+    assert gauges['mismatch_run_k3_kl{project="signals",run="k3-low"}'] == 1e-3
+    assert not any("k3_kl{" in g and 'run="trl"' in g for g in gauges)
+    assert not any('run="plain"' in g for g in gauges)
+    assert math.isfinite(sum(gauges.values()))
