@@ -42,6 +42,7 @@ from server.alarms.store import AlarmStore
 from server.domain import signals
 from server.domain.alarms import Rule
 from server.domain.metrics import NONFINITE_WATCHED
+from server.domain.scopes import ALL_PROJECTS
 
 K3_FLOOR = 2e-5
 """Below this, a rise of k3 is not worth a page: it keeps a flat near-zero series (identical
@@ -212,8 +213,23 @@ WHY: dict[str, str] = {
 which the corpus found quiet: entropy collapse, non-finite, stalled)."""
 
 
+PACK_NAME = "default"
+"""The name a project's receipt of this pack is recorded under (`project_packs`)."""
+
+
 def seed_defaults(store: AlarmStore, project: str) -> list[Rule]:
-    """Install the default pack for a project that has no rules yet; returns what it made."""
-    if store.has_rules(project):
+    """Give a project the default pack once, however the project was made (live ingest, an
+    import, a token or a rule made through the API); returns what it made — nothing for a
+    project that received the pack before, even if its team deleted every rule since."""
+    if project == ALL_PROJECTS:
         return []
-    return [store.save_rule(Rule(id=ids.rule(), project=project, **spec)) for spec in PACK]
+    pack = [Rule(id=ids.rule(), project=project, **spec) for spec in PACK]
+    return store.receive_pack(project, PACK_NAME, pack)
+
+
+def seed_pending(store: AlarmStore) -> list[Rule]:
+    """The pack for every project the database knows that never received it (projects made by
+    an import before imports gave it, or by a version that did not record receipts)."""
+    return [
+        rule for project in store.pending_packs(PACK_NAME) for rule in seed_defaults(store, project)
+    ]

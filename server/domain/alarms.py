@@ -118,6 +118,16 @@ class Rule:
         return self.trigger if self.kind == "precursor" else self.metric
 
 
+def no_rules_note(project: str) -> str:
+    """What an empty alert list or backtest means when a project has no enabled rules: not a
+    healthy run, but nothing watching it."""
+    return (
+        f"project {project!r} has no enabled alarm rules, so nothing is watched and no alert can "
+        "fire: restore the default pack with `mismatch rule defaults --project "
+        f"{project}` (POST /api/v1/rules/defaults), or add rules with `mismatch rule add`"
+    )
+
+
 @dataclass(frozen=True)
 class Receiver:
     id: str

@@ -134,8 +134,9 @@ SIGNALS: tuple[Signal, ...] = (
     _kl(
         "k1_kl",
         "vllm-kl (k1)",
-        "mean log p_rollout − log p_trainer per token (k1 estimate of "
-        "the same KL, noisier, can dip below 0)",
+        "mean log p_rollout − log p_trainer per token (k1 estimate of the same KL, noisier; "
+        "far below 0 when the trainer's logprobs sit above the rollout's)",
+        "magnitude",
     ),
     _kl(
         "k1_kl_seq",

@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from server.alarms.defaults import seed_defaults
+from server.alarms.store import AlarmStore
 from server.auth import Principal
 from server.domain.names import DEFAULT_PROJECT
 from server.importers.core import ImportFailed, RunPlan, Summary
@@ -98,6 +100,9 @@ class Writer:
                 progress(len(chunk))
         if first:  # nothing left to send: still carry over the config and labels
             self._send(plan, [], with_run=True)
+        # A project first made by an import gets the default rules like any other, so the live
+        # runs that later log into it, and a backtest of this run, are watched.
+        seed_defaults(AlarmStore(self.db), plan.project or DEFAULT_PROJECT)
         s = self.summary
         s.runs += 1
         s.steps += len(plan.records)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from server.api.deps import AdminDep, TokensDep
+from server.api.deps import AdminDep, AlarmsDep, TokensDep
 from server.domain.names import NAME_PATTERN
 from server.schemas.query import ListOut
 
@@ -36,10 +36,13 @@ class TokenCreatedOut(TokenOut):
 
 
 @router.post("", response_model=TokenCreatedOut, status_code=201)
-def create_token(body: TokenIn, tokens: TokensDep, principal: AdminDep) -> TokenCreatedOut:
+def create_token(
+    body: TokenIn, tokens: TokensDep, alarms: AlarmsDep, principal: AdminDep
+) -> TokenCreatedOut:
     info, token = tokens.create(
         project=body.project, scope=body.scope, name=body.name, by=principal
     )
+    alarms.service.ensure_defaults(info.project)  # a project made by its first token
     return TokenCreatedOut(**info.__dict__, token=token)
 
 
