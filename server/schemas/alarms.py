@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from server.domain.alarms import AlertState, ReceiverFormat, RuleKind, Severity, TransitionKind
 from server.domain.names import ID_PATTERN, NAME_PATTERN, Source
 from server.domain.rule_errors import RuleStatus
+from server.schemas.query import ListOut
 
 _FROM_DOMAIN = ConfigDict(from_attributes=True)
 
@@ -249,3 +250,21 @@ class BacktestOut(BaseModel):
     records: int = Field(description="Step records replayed")
     alerts: list[WouldBeAlertOut]
     count: int
+    note: str | None = Field(
+        default=None,
+        description="Why the result is empty when nothing was replayed: the project has no "
+        "enabled rules (an empty backtest then says nothing about the run's health)",
+    )
+
+
+class AlertsOut(ListOut[AlertOut]):
+    note: str | None = Field(
+        default=None,
+        description="Set when the asked project has no enabled rules: an empty list then means "
+        "nothing watches it, not that it is healthy",
+    )
+
+
+class DefaultsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    project: str = Field(pattern=NAME_PATTERN, max_length=128)
