@@ -18,12 +18,12 @@ from server.alarms.failures import error_key, errors_of
 from server.alarms.outbound import check_url
 from server.alarms.safe_http import TrialResult
 from server.alarms.service import AlarmService
-from server.alarms.store import AlarmStore
+from server.alarms.store import AlarmStore, missing
 from server.domain.alarms import Alert, Receiver, ReceiverFormat, Rule, Silence
 from server.domain.labels import InvalidLabelFilter, parse_optional
 from server.domain.rule_errors import RuleError
 from server.domain.rule_params import param_problems
-from server.errors import Forbidden, NotFound, Rejected, UnsafeTarget
+from server.errors import Forbidden, Rejected, UnsafeTarget
 from server.storage import alarm_tables as t
 
 MASKED_SECRET = "whsec_…"
@@ -167,7 +167,7 @@ class AlarmConfigService:
         """The item, when it lies in a project the caller may change; else as if it were not
         there (a caller never learns what exists elsewhere)."""
         if not _visible(item.project, projects):
-            raise NotFound(f"no {type(item).__name__.lower()} {item.id!r}")
+            raise missing(type(item).__name__.lower())
         return item
 
 

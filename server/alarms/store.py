@@ -81,6 +81,13 @@ def _rule(row: Any) -> Rule:
     )
 
 
+def missing(kind: str) -> NotFound:
+    """The one answer for a rule, receiver or silence id that does not exist or lies in a
+    project the caller may not see: the same words and status either way, and no echo of the
+    id, so an answer never tells another project's id apart from a made-up one."""
+    return NotFound(f"no {kind} with this id; list them with `mismatch {kind} list`")
+
+
 class AlarmStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -99,7 +106,7 @@ class AlarmStore:
         with self.db.read() as conn:
             row = conn.execute(sa.select(t.rules).where(t.rules.c.id == rule_id)).first()
         if row is None:
-            raise NotFound(f"no rule {rule_id!r}; list them with `mismatch rule list`")
+            raise missing("rule")
         return _rule(row)
 
     def has_rules(self, project: str) -> bool:
@@ -162,7 +169,7 @@ class AlarmStore:
     def delete_rule(self, rule_id: str) -> None:
         with self.db.write() as conn:
             if not conn.execute(sa.delete(t.rules).where(t.rules.c.id == rule_id)).rowcount:
-                raise NotFound(f"no rule {rule_id!r}")
+                raise missing("rule")
             conn.execute(sa.delete(t.states).where(t.states.c.rule_id == rule_id))
 
     # -- receivers and silences -------------------------------------------------------------
@@ -180,7 +187,7 @@ class AlarmStore:
                 sa.select(t.receivers).where(t.receivers.c.id == receiver_id)
             ).first()
         if row is None:
-            raise NotFound(f"no receiver {receiver_id!r}; list them with `mismatch receiver list`")
+            raise missing("receiver")
         return Receiver(**row._mapping)
 
     def add_receiver(self, receiver: Receiver) -> Receiver:
@@ -204,7 +211,7 @@ class AlarmStore:
         with self.db.read() as conn:
             row = conn.execute(sa.select(t.silences).where(t.silences.c.id == silence_id)).first()
         if row is None:
-            raise NotFound(f"no silence {silence_id!r}; list them with `mismatch silence list`")
+            raise missing("silence")
         return Silence(**row._mapping)
 
     def add_silence(self, silence: Silence) -> Silence:
@@ -215,7 +222,7 @@ class AlarmStore:
     def delete(self, table: sa.Table, item_id: str) -> None:
         with self.db.write() as conn:
             if not conn.execute(sa.delete(table).where(table.c.id == item_id)).rowcount:
-                raise NotFound(f"no {table.name.removeprefix('alarm_').rstrip('s')} {item_id!r}")
+                raise missing(table.name.removeprefix("alarm_").rstrip("s"))
 
     # -- states -----------------------------------------------------------------------------
     def load_states(self) -> dict[StateKey, dict[str, Any]]:

@@ -255,7 +255,9 @@ def firing_counts(conn: Connection, runs: Sequence[tuple[str, str]]) -> dict[tup
 
 def version(conn: Connection, *, filters: RunFilter) -> str:
     """A short fingerprint of what the runs list shows: how many runs match, their latest
-    activity, and the alerts firing. A poll that finds it unchanged reads nothing else."""
+    activity, and the alerts firing on them. A poll that finds it unchanged reads nothing
+    else. Everything in it is of the matching runs only (so of the reader's projects): it
+    reaches the browser, and must not move with what happens in a project it cannot see."""
     r = t.runs.c
     where = _where(conn.dialect.name, filters)
     count, latest = conn.execute(
@@ -264,8 +266,11 @@ def version(conn: Connection, *, filters: RunFilter) -> str:
         .where(*where)
     ).one()
     a = alarm_tables.alerts.c
+    on_listed = alarm_tables.alerts.join(t.runs, sa.and_(r.project == a.project, r.id == a.run_id))
     alerts = conn.execute(
-        sa.select(sa.func.count(), sa.func.max(a.started_at)).where(a.state == "firing")
+        sa.select(sa.func.count(), sa.func.max(a.started_at))
+        .select_from(on_listed)
+        .where(a.state == "firing", *where)
     ).one()
     return f"{count}:{latest}:{alerts[0]}:{alerts[1]}"
 
