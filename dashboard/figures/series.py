@@ -235,9 +235,15 @@ def series_figure(
     return figure(
         traces,
         {
-            "title": {"text": _title(title, subtitle), "x": 0.01, "font": {"size": 14}},
-            "height": height,
-            "margin": {"l": 50, "r": 10, "t": 75 if subtitle else 55, "b": 40},
+            "title": {
+                "text": _title(title, subtitle),
+                "x": 0.01,
+                "font": {"size": 14},
+                # a subtitle takes a second line: both sit above the legend, not beside it
+                **({"y": 0.93, "yref": "container", "yanchor": "top"} if subtitle else {}),
+            },
+            "height": height + (25 if subtitle else 0),
+            "margin": {"l": 50, "r": 10, "t": 85 if subtitle else 55, "b": 40},
             "legend": LEGEND_ON_TOP,
             "yaxis": {"type": "log" if log_y else "linear"},
             "yaxis2": {"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
