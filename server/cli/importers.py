@@ -1,10 +1,11 @@
 """`mismatch import tensorboard | mlflow | wandb`: bring runs logged elsewhere in as ordinary runs.
 
-Every source is read and checked whole before anything is written, so a truncated or corrupt
-file stops the import with its name and stores nothing. Writing goes through the server's ingest
-service into `--db` (which, like `migrate`, needs no running server holding a DuckDB file), in
-ascending step order, so an interrupted import resumes where it stopped when run again and a
-finished one adds nothing.
+Every source is read and checked whole before anything is written — its encoding, every row,
+and every record against the ingest contract — so a truncated, corrupt or oversized file stops
+the import with its name (and line, where it has lines) and stores nothing. Writing goes
+through the server's ingest service into `--db` (which, like `migrate`, needs no running server
+holding a DuckDB file), in ascending step order, so an interrupted import resumes where it
+stopped when run again and a finished one adds nothing.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ def _run(
         check(plans)
     except ImportFailed as exc:
         fail(exc.message)
+    except UnicodeError as exc:  # the readers name the file and line; this is the backstop
+        fail(f"a source holds text that is not UTF-8 ({exc}); nothing was imported")
     database = Database(db)
     writer: Writer | None = None
     try:

@@ -18,9 +18,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
@@ -52,6 +54,18 @@ class SourceError(ImportFailed):
         super().__init__(f"{path}: {problem}; nothing of it was imported")
         self.path = path
         self.problem = problem
+
+
+def text_path(path: str | Path) -> str:
+    """`path` as text; SourceError (naming it with its odd bytes escaped) when the name is not
+    UTF-8, since it becomes a run's id, name and provenance."""
+    shown = str(path)
+    try:
+        shown.encode()
+    except UnicodeEncodeError:
+        printable = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise SourceError(printable, "its name is not UTF-8 text; rename it") from None
+    return shown
 
 
 class MissingLibrary(ImportFailed):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from server.importers.core import MissingLibrary, SourceError, SourceRun
+from server.importers.core import MissingLibrary, SourceError, SourceRun, text_path
 
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
@@ -35,10 +35,12 @@ def read(paths: Sequence[str | Path]) -> list[SourceRun]:
     event_pb2, masked_crc32c, make_ndarray, hparams_pb2 = _libraries()
     runs: dict[Path, SourceRun] = {}
     for given in paths:
-        root = Path(given).resolve()
+        root = Path(text_path(given)).resolve()
         if not root.exists():
             raise SourceError(str(given), "no such file or directory")
         for directory, files in _run_dirs(root):
+            for path in (directory, *files):
+                text_path(path)
             run = SourceRun(
                 kind="tensorboard",
                 key=str(directory),

@@ -26,7 +26,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from server.importers.core import MAX_METRICS, MissingLibrary, SourceError, SourceRun
+from server.importers.core import (
+    MAX_METRICS,
+    MissingLibrary,
+    SourceError,
+    SourceRun,
+    text_path,
+)
 
 STEP = "_step"
 TIMESTAMP = "_timestamp"
@@ -35,7 +41,9 @@ RUNTIME = "_runtime"  # seconds since start: `_timestamp` says the same, absolut
 
 def read(path: str | Path, *, config: str | Path | None = None) -> SourceRun:
     """One exported run, parsed whole; `config` is its config file, if given."""
-    file = Path(path).resolve()
+    file = Path(text_path(path)).resolve()
+    if config is not None:
+        text_path(config)
     if file.is_dir():
         raise SourceError(
             str(path),

@@ -5,6 +5,7 @@ stores nothing, and the command says which file and which line, never with a tra
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -112,4 +113,17 @@ def test_a_tensorboard_step_over_the_metric_limit_stores_nothing(tmp_path: Path)
     result = mismatch("import", "tensorboard", tmp_path / "run", "--db", db)
     assert result.exit_code == 2, result.output
     assert "step 2099" in result.output and "at most 2000 metrics" in result.output
+    assert not db.exists() or count(db) == 0
+
+
+def test_a_source_whose_name_is_not_utf8_exits_2_naming_it(tmp_path: Path) -> None:
+    """A name becomes the run's id, name and provenance: one that is not text stops the import
+    before anything is read into the database, with its odd bytes escaped."""
+    good = wide_csv(tmp_path / "good.csv", rows=3, last_row_metrics=4)
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/run-\xff.csv"))
+    odd.write_bytes(good.read_bytes())
+    db = tmp_path / "m.duckdb"
+    result = mismatch("import", "wandb", good, odd, "--db", db)
+    assert result.exit_code == 2, result.output
+    assert "run-\\xff.csv" in result.output and "not UTF-8" in result.output
     assert not db.exists() or count(db) == 0
