@@ -43,6 +43,7 @@ from server.domain import signals
 from server.domain.alarms import Rule
 from server.domain.metrics import NONFINITE_WATCHED
 from server.domain.scopes import ALL_PROJECTS
+from server.storage import packs
 
 K3_FLOOR = 2e-5
 """Below this, a rise of k3 is not worth a page: it keeps a flat near-zero series (identical
@@ -224,12 +225,14 @@ def seed_defaults(store: AlarmStore, project: str) -> list[Rule]:
     if project == ALL_PROJECTS:
         return []
     pack = [Rule(id=ids.rule(), project=project, **spec) for spec in PACK]
-    return store.receive_pack(project, PACK_NAME, pack)
+    return packs.receive(store.db, project, PACK_NAME, pack)
 
 
 def seed_pending(store: AlarmStore) -> list[Rule]:
     """The pack for every project the database knows that never received it (projects made by
     an import before imports gave it, or by a version that did not record receipts)."""
     return [
-        rule for project in store.pending_packs(PACK_NAME) for rule in seed_defaults(store, project)
+        rule
+        for project in packs.pending(store.db, PACK_NAME)
+        for rule in seed_defaults(store, project)
     ]

@@ -19,10 +19,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from server.domain.alarms import Alert, Receiver, Rule, Silence, StateKey
-from server.domain.scopes import ALL_PROJECTS
 from server.errors import NotFound
 from server.storage import alarm_tables as t
-from server.storage import tables as st
 from server.storage.db import Database
 
 
@@ -113,45 +111,6 @@ class AlarmStore:
         with self.db.read() as conn:
             query = sa.select(t.rules.c.id).where(t.rules.c.project == project).limit(1)
             return conn.execute(query).first() is not None
-
-    def receive_pack(self, project: str, pack: str, rules: Sequence[Rule]) -> list[Rule]:
-        """Give `project` the rules of `pack` unless it received that pack before; returns the
-        rules saved (none the second time). The receipt and the rules are written in one
-        transaction, and the receipt's key decides: of two replicas seeding one new project,
-        one writes the rules and the other nothing."""
-        now = time.time()
-        receipt = (
-            pg_insert(t.project_packs)
-            .values(project=project, pack=pack, received_at=now)
-            .on_conflict_do_nothing(index_elements=["project", "pack"])
-            .returning(t.project_packs.c.project)
-        )
-        with self.db.write() as conn:
-            if conn.execute(receipt).first() is None:
-                return []
-            for rule in rules:
-                values = {
-                    **dataclasses.asdict(rule),
-                    "params": json.dumps(dict(rule.params)),
-                    "updated_at": now,
-                }
-                conn.execute(sa.insert(t.rules).values(**values))
-        return list(rules)
-
-    def pending_packs(self, pack: str) -> list[str]:
-        """Projects the database knows (from runs, tokens or rules) that never received
-        `pack`."""
-        known = sa.union(
-            sa.select(st.projects.c.name.label("project")),
-            sa.select(st.tokens.c.project.label("project")).where(
-                st.tokens.c.project != ALL_PROJECTS
-            ),
-            sa.select(t.rules.c.project.label("project")),
-        ).subquery()
-        received = sa.select(t.project_packs.c.project).where(t.project_packs.c.pack == pack)
-        query = sa.select(known.c.project).where(known.c.project.not_in(received)).distinct()
-        with self.db.read() as conn:
-            return sorted(str(row[0]) for row in conn.execute(query))
 
     def save_rule(self, rule: Rule) -> Rule:
         """Insert or replace a rule; its series' states start afresh."""
