@@ -141,3 +141,31 @@ def test_metrics_exports_each_live_runs_headline_with_its_signal(server: Any) ->
     assert not any("k3_kl{" in g and 'run="trl"' in g for g in gauges)
     assert not any('run="plain"' in g for g in gauges)
     assert math.isfinite(sum(gauges.values()))
+
+
+# -- in storage, on both databases ------------------------------------------------------------
+
+
+def test_headlines_and_the_k3_sort_agree_on_both_databases(migrated_db: Any) -> None:
+    from server.auth import OPEN
+    from server.schemas.ingest import IngestIn
+    from server.services.ingest import IngestService
+    from server.services.query import QueryService
+
+    ingest = IngestService(migrated_db)
+    for run in (
+        body("trl", TRL, steps=3),
+        body("slime", SLIME, steps=3),
+        body("k3", {**K3, "k3_kl": math.nan}, steps=3),  # a collapse sorts above every value
+        body("plain", PLAIN, steps=3),
+    ):
+        ingest.ingest(IngestIn.model_validate(run), OPEN)
+    ingest.close()
+    query = QueryService(migrated_db)
+    page = query.runs_page(project="signals", sort="k3", descending=True)
+    assert [r.id for r in page.data] == ["k3", "trl", "slime", "plain"]
+    assert {r.id: r.headline.metric for r in page.data if r.headline} == {
+        "k3": "k3_kl",
+        "trl": "abs_logp_diff_mean",
+        "slime": "k3_kl_seq",
+    }
