@@ -15,7 +15,7 @@ import queue
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from sqlalchemy.engine import Connection
 
@@ -31,7 +31,19 @@ from server.domain.records import (
     WriteResult,
 )
 from server.errors import Forbidden
-from server.schemas.ingest import AnnotationIn, IngestIn, IngestOut, RecordIn, RunIn
+from server.schemas.ingest import (
+    AnnotationIn,
+    BucketTableIn,
+    ExemplarIn,
+    IngestIn,
+    IngestOut,
+    IngestWire,
+    RecordIn,
+    RecordWire,
+    RunIn,
+    WireRefused,
+    decode_wire,
+)
 from server.storage.db import Database
 from server.storage.ingest import write_batches
 
@@ -59,7 +71,7 @@ class IngestService:
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
 
-    def ingest(self, batch: IngestIn, principal: Principal) -> IngestOut:
+    def ingest(self, batch: IngestIn | IngestWire, principal: Principal) -> IngestOut:
         project: str | None = None
         if not principal.is_server_admin:
             if principal.scope not in ("ingest", "admin"):
@@ -152,16 +164,47 @@ class IngestService:
                 job.future.set_exception(exc)
 
 
-# -- HTTP models onto domain types -----------------------------------------------------------
-def to_batch_write(batch: IngestIn, *, project: str | None = None) -> BatchWrite:
+# -- the body onto domain types --------------------------------------------------------------
+def parse_batch(body: bytes) -> IngestIn | IngestWire:
+    """The batch in an ingest body: decoded by the wire decoder (compact, fast), or, for what it
+    leaves to them, by the models, which raise pydantic's `ValidationError` for a bad batch."""
+    try:
+        return decode_wire(body)
+    except WireRefused:
+        return IngestIn.model_validate_json(body)
+
+
+def to_batch_write(batch: IngestIn | IngestWire, *, project: str | None = None) -> BatchWrite:
     """The batch as storage takes it. `project`: the only project it may write (a token's),
     which is also where a run it creates lands; None for an admin or an open server."""
+    if isinstance(batch, IngestWire):
+        records = [_wire_record(i, r, batch) for i, r in enumerate(batch.records)]
+    else:
+        records = [_record(r) for r in batch.records]
     return BatchWrite(
         run=_run(batch.run) if batch.run is not None else None,
-        records=[_record(r) for r in batch.records],
+        records=records,
         annotations=[_annotation(a) for a in batch.annotations],
         default_project=project or DEFAULT_PROJECT,
         project=project,
+    )
+
+
+def _wire_record(index: int, rec: RecordWire, batch: IngestWire) -> Record:
+    """A decoded record (checked and normalised by `decode_wire`: `time` and every metric value
+    are floats by now) as storage takes it; its metrics dict is handed on, not copied."""
+    exemplars = batch.exemplars.get(index)
+    return Record(
+        rec.run_id,
+        rec.step,
+        rec.source,
+        rec.actor,
+        cast("float | None", rec.time),
+        rec.gpu,
+        rec.weight_version,
+        cast("dict[str, float]", rec.metrics),
+        [_bucket_table(b) for b in batch.buckets.get(index, ())],
+        [_exemplar(e) for e in exemplars] if exemplars else (),
     )
 
 
@@ -178,13 +221,27 @@ def _run(run: RunIn) -> RunUpsert:
     )
 
 
+def _bucket_table(b: BucketTableIn) -> BucketTable:
+    return BucketTable(
+        b.basis, b.edges, b.tokens, b.sum_d, b.sum_abs_d, b.sum_k3, b.sum_reverse_k3, b.oob
+    )
+
+
+def _exemplar(e: ExemplarIn) -> Exemplar:
+    return Exemplar(
+        e.kind,
+        e.seq,
+        e.pos,
+        e.rollout_logprob,
+        e.trainer_logprob,
+        e.token_id,
+        e.token,
+        e.context,
+    )
+
+
 def _record(rec: RecordIn) -> Record:
-    buckets = [
-        BucketTable(
-            b.basis, b.edges, b.tokens, b.sum_d, b.sum_abs_d, b.sum_k3, b.sum_reverse_k3, b.oob
-        )
-        for b in rec.buckets or ()
-    ]
+    buckets = [_bucket_table(b) for b in rec.buckets or ()]
     return Record(
         rec.run_id,
         rec.step,
@@ -195,21 +252,7 @@ def _record(rec: RecordIn) -> Record:
         rec.weight_version,
         rec.metrics,
         buckets,
-        [
-            Exemplar(
-                e.kind,
-                e.seq,
-                e.pos,
-                e.rollout_logprob,
-                e.trainer_logprob,
-                e.token_id,
-                e.token,
-                e.context,
-            )
-            for e in rec.exemplars
-        ]
-        if rec.exemplars
-        else (),
+        [_exemplar(e) for e in rec.exemplars] if rec.exemplars else (),
     )
 
 
