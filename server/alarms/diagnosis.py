@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from server.domain import parity, urls
+from server.domain import parity, signals, urls
 from server.domain.alarms import Alert, ConfigDifference, Diagnosis, Rule
 from server.storage import references, runs, stored_steps
 from server.storage.db import Database
@@ -35,8 +35,12 @@ class Diagnostician:
         it could not be read (the alert goes out without one)."""
         if not rule.diagnosed:
             return None
+        metric = rule.headline_metric
+        if signals.is_family(metric):  # the member this run's series was watched through
+            members = signals.members(metric)
+            metric = alert.metric if alert.metric in members else members[0]
         try:
-            return self._diagnose(alert, rule.headline_metric)
+            return self._diagnose(alert, metric)
         except Exception:
             log.exception("could not diagnose alert %s", alert.id)
             return None
