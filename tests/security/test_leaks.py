@@ -4,7 +4,8 @@ moves with, or tells apart, what exists in project alpha.
 - The runs page's change fingerprint (sent to the browser with every poll) counts the alerts
   firing on the reader's listed runs only; it used to count every project's.
 - A rule, receiver or silence id of another project answers exactly what a made-up id answers;
-  so do runs, references and tokens (whose answers name the id asked for, and nothing else).
+  so do runs (their series, buckets, exemplars, hardware reports, backtests), references and
+  tokens, whose answers name the id asked for and nothing else.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ OTHERS = [
     ("GET", "/api/v1/runs/{}/bucket-steps", None),
     ("GET", "/api/v1/runs/{}/exemplars", None),
     ("GET", "/api/v1/series?metric=k3_kl&runs={}", None),
+    ("GET", "/api/v1/hardware?runs={}", None),
+    ("GET", "/api/v1/hardware/report?runs={}", None),
     ("POST", "/api/v1/rules/backtest", {"run": "{}"}),
     ("PUT", "/api/v1/projects/beta/reference", {"run": "{}"}),
 ]
