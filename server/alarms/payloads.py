@@ -63,6 +63,7 @@ def event(
         "project": alert.project,
         "run": alert.run_id,
         "metric": alert.metric,
+        "signal": signal_body(alert.metric),
         "source": alert.source,
         "step": alert.step,
         "value": _json_number(alert.value),
@@ -115,6 +116,7 @@ def summary(alert: Alert, base_url: str) -> dict[str, Any]:
         "severity": alert.severity,
         "state": alert.state,
         "metric": alert.metric,
+        "signal": signal_body(alert.metric),
         "source": alert.source,
         "actor": alert.actor,
         "step": alert.step,
@@ -187,6 +189,14 @@ def measured(metric: str, value: Any) -> str:
     if signal is None:
         return f"{metric} = {value}"
     return f"{signal.label} ({metric}) {value}"
+
+
+def signal_body(metric: str) -> dict[str, str] | None:
+    """The mismatch signal an alert read, named and explained; None for other metrics."""
+    signal = signals.BY_METRIC.get(metric)
+    if signal is None:
+        return None
+    return {"metric": signal.metric, "label": signal.label, "meaning": signal.meaning}
 
 
 def signal_meaning(metric: str) -> str:

@@ -83,3 +83,11 @@ def test_standard_body_is_the_event_itself() -> None:
     payload = event(alert(), "firing", BASE)
     assert render("standard", payload) == payload
     assert payload["type"] == "alert.firing" and payload["step"] == 250
+
+
+def test_an_alert_names_the_signal_it_read_and_what_it_means() -> None:
+    body = event(alert(metric="ratio_mean@trl", value=0.52, threshold=0.8), "firing", BASE)
+    assert body["signal"]["metric"] == "ratio_mean@trl"
+    assert "importance ratio" in body["signal"]["label"]
+    assert "healthy" in body["signal"]["meaning"]
+    assert event(alert(metric="loss"), "firing", BASE)["signal"] is None
