@@ -1,4 +1,5 @@
-"""OpenAPI-driven fuzzing of every endpoint: nothing a client can send yields a 5xx.
+"""OpenAPI-driven fuzzing of every endpoint: nothing a client can send yields a 5xx, and no
+analytical call outlives a short deadline (a 503 fails like a crash).
 
 Schemathesis generates valid and invalid requests from the server's own OpenAPI document; each
 operation gets its own Hypothesis run, driven from a plain test.
@@ -29,7 +30,12 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     db = Path(tmp_path_factory.mktemp("fuzz")) / "fuzz.duckdb"
     # Schemathesis's ASGI client names its host "testserver", which a loopback server refuses.
-    app = create_app(Settings(db=str(db), dashboard=False, allowed_hosts=["testserver"]))
+    # A short analysis deadline turns unbounded work into a 503, which fails the check below
+    # like a crash: cost is checked without a clock in the test.
+    settings_ = Settings(
+        db=str(db), dashboard=False, allowed_hosts=["testserver"], analysis_timeout_s=5.0
+    )
+    app = create_app(settings_)
     with TestClient(app) as client:
         # Some data so reads of an existing run exercise real queries too.
         seeded = client.post("/api/v1/ingest", json=batch("fuzz-run", range(20)))
