@@ -29,6 +29,56 @@ Healthy runs (parameters drawn per run):
   freshly computed values. The server keeps the first value of a (step, metric).
 - Batches of records as a trainer flushes them: a per-run typical size 1 … 64.
 
+Runs mismatched from their first step (`mismatch_trace`, 30–80 steps, `--scale` sets how many
+per scenario): a healthy run whose token picture gains a mismatch component from step 1, with
+its share jittered ×e^(0.15·N) per step (a setting is steady; the healthy gap keeps its share
+of the remaining tokens), and our three metrics recomputed from the joined picture:
+- `penalty` (a sampler-only repetition penalty, the rollout's logprobs processed): a balanced
+  component — the rollout still samples what it reports, so tok-mean(r) stays 1 — drawn from a
+  mean |d| m log-uniform in 0.02 … 0.3 and a TRL sequence ratio mean ρ in 0.3 … 0.8: ρ fixes
+  s² = L·q·a² (below), a sequence length L is drawn where a = s²/(L·m) ∈ [m, 3], q = m/a.
+  Its k3 ≈ m·a/2 lands at 0.01 … 0.1.
+- `raw-logprobs` (raw instead of processed logprobs): a one-sided component, d = ±a on a share
+  q (a ∈ 0.7 … 1), with q set by a steady ratio_dev_1e4 of ±200 … 5000 (log-uniform, either
+  sign): tok-mean(r) − 1 = q·(e^(±a) − 1). With a ≈ 0.8, k1 ≈ −2·k3 and ratio_dev ≈ 3·k3·10⁴,
+  what the demo's raw-logprobs engine runs show.
+- `quantized` (a quantized rollout engine): a balanced component with k3 log-uniform in
+  0.06 … 0.5 spread over a share q ∈ 0.3 … 1 of the tokens.
+
+**The token picture and what each framework logs** (`benchmarks/alarm_renderings.py` renders a
+trace in verl's, TRL's, OpenRLHF's, ms-swift's, slime's and NeMo-RL's names from it). A step's
+picture is a few atoms: a share w_j of the tokens carries the gap d_j = log p_trainer −
+log p_rollout, the rest match. The healthy gap is balanced: of its share q, q·e^(−a)/(1+e^(−a))
+carries +a and the rest −a, which makes tok-mean(r) exactly 1 (r = e^d) as sampling from the
+rollout requires. Over n_eff effective tokens, every token-mean estimator X of the per-token x
+reads E x + √(Var x / n_eff)·ε:
+- k3 = tok-mean(e^d − 1 − d) ≈ q·a²/2: the corpus's own series; verl and NeMo-RL log the same
+  estimator, so they read it as it is (and NeMo's mult_prob_error too).
+- k1 = tok-mean(−d). Since E(e^d − 1 − d) = E(r − 1) − E d, **k1 = k3 − (tok-mean r − 1)** in
+  expectation: equal to k3 when the ratio is unbiased, −2·k3 on a raw-logprobs run; its noise
+  √(Var d / n_eff) ≈ √(2·k3 / n_eff) is far above k3's own at low levels, so its sign flips on
+  the healthiest runs (OpenRLHF, ms-swift, verl's second KL, slime's older `mis_kl`).
+- mean |d| = Σ w_j·|d_j| = q·a for the healthy gap (TRL's `sampling_logp_difference/mean`), so
+  k3 / (mean |d|)² = 1/(2q): 5 … 25 on the corpus's q, against the `ABS_D_TO_K3` of 2 the
+  family converts with (the relative rules do not care: a z-score of log x is unchanged by
+  x ↦ c·x²; only the vllm-kl high level does).
+- tok-mean(r) − 1 = Σ w_j·(e^(d_j) − 1), 0 for a balanced gap; ratio_dev_1e4 is 10⁴ times it,
+  plus its heavy-tailed sampling error and the engine's offset (as above).
+- Sequence-level means (slime's `_seq`): the same expectations, with the noise of half the
+  tokens (a mean over sequences weights tokens unequally).
+- Truncated token ratios (verl's `rollout_is_mean`, ms-swift's `is_weight_mean`):
+  tok-mean min(r, 2) = 1 + Σ w_j·(min(e^(d_j), 2) − 1): 1 until a gap passes log 2.
+- TRL's sequence-level truncated ratio: one ratio per sequence, exp(Σ_t d) over its L tokens
+  (L log-uniform 32 … 256 per run: TRL's default completion cap is 256). Σ_t d is about normal
+  with mean L·E d and variance s² = L·Var d ≈ 2·L·k3; with E d = −k3 (balanced) the sequence
+  ratio is log-normal with mean 1 before the cap, and min(·, 3) cuts its upper tail: the step's
+  mean over its 32 … 256 sequences reads ≈ 1 only while s² ≪ 1 and falls as L·k3 grows (0.97
+  at s² = 0.5, 0.89 at 1, 0.61 at 3, 0.19 at 10) — a healthy run at k3 = 3e-3 with 256-token
+  completions reads about 0.8. On a raw-logprobs run E d > 0 and it climbs towards the cap.
+- Max-type metrics sit at bounds: the largest truncated token weight is the cap whenever a
+  gap passes log 2; the largest |d| is the widest gap plus an exponential tail of rare tokens,
+  clamped at 20. No rule reads them.
+
 Collapse runs: a healthy prefix of a drawn length, then from the onset step k3 rises log-linearly
 by ×20 … ×200 over 10–40 steps. grad_norm starts growing e-fold every 3 … 8 steps at
 (0.5 … 1) × rise + 0 … 15 steps after onset (capped at ×1000); entropy falls to ×0.2 … 0.5 over
@@ -42,8 +92,9 @@ trace ends 30–99 steps after the explosion.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,6 +112,9 @@ METRICS = (
     AUX,
 )
 EXPLOSION_FACTOR = 10.0
+SEQ_LENGTH = (32.0, 256.0)  # tokens per sequence, log-uniform per run (TRL's default cap: 256)
+SEQS_PER_STEP = (32, 256)  # sequences per step, uniform per run
+_Q, _A = "_q", "_a"  # the token picture's share and gap, drawn beside the metrics
 _A_MAX = 3.0  # beyond this per-token gap, more tokens carry the mismatch rather than a larger one
 
 StoredRow = tuple[int, float, dict[str, float]]
@@ -73,12 +127,27 @@ class Scale:
     healthy_length: tuple[int, int]  # steps of one healthy run (inclusive range)
     collapse_runs: int
     prefix_length: tuple[int, int]  # healthy steps before a collapse's onset
+    mismatch_runs: int = 0  # runs per scenario mismatched from their first step
 
 
 SCALES = {
-    "small": Scale(4_000, (1_000, 2_000), 4, (200, 500)),
-    "full": Scale(200_000, (3_000, 10_000), 50, (300, 3_000)),
+    "small": Scale(4_000, (1_000, 2_000), 4, (200, 500), 4),
+    "full": Scale(200_000, (3_000, 10_000), 50, (300, 3_000), 40),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class Picture:
+    """The token picture behind a trace's mismatch metrics, per record in arrival order: a share
+    `w[:, j]` of the tokens carries the gap `d[:, j]` (log p_trainer − log p_rollout), the rest
+    match; plus what a framework's estimator needs to know of the run (see the docstring)."""
+
+    w: np.ndarray  # (records, atoms) token shares
+    d: np.ndarray  # (records, atoms) gaps in nats, signed
+    n_eff: float  # effective tokens per step
+    offset: float  # the engine's fixed offset of ratio_dev_1e4
+    length: float  # tokens per sequence
+    seqs: int  # sequences per step
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,6 +165,10 @@ class Trace:
     restarts: int
     onset: int | None = None
     explosion: int | None = None
+    picture: Picture | None = None
+    key: tuple[int, ...] = ()  # seeds the renderings' noise: a pure function of the trace
+    scenario: str | None = None  # mismatch runs: what is wrong from step 1
+    headline: tuple[tuple[str, float], ...] = ()  # mismatch runs: the scenario's drawn levels
 
 
 @dataclass(frozen=True)
@@ -192,6 +265,8 @@ def _draw(
     lag = (rng.random(m) < p.lag_p1).astype(float) + (rng.random(m) < 0.01)
     aux = 0.01 * np.exp(0.1 * rng.standard_normal(m))
     return {
+        _Q: q,
+        _A: np.minimum(np.sqrt(2.0 * k3 / q), 20.0),
         "k3_kl": k3,
         "ratio_dev_1e4": p.offset + 1e4 * spread * rng.standard_t(4, m) / math.sqrt(2.0),
         "mult_prob_error": 1.0 + q * excess,
@@ -248,7 +323,7 @@ def _assemble(
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """Arrival order of a run: steps, wall times, values and batch ends."""
     parts = [_draw(rng, p, shape, np.arange(a, b)) for a, b in segments]
-    metrics = {name: np.concatenate([part[name] for part in parts]) for name in METRICS}
+    metrics = {name: np.concatenate([part[name] for part in parts]) for name in (*METRICS, _Q, _A)}
     pos = np.concatenate([np.arange(a, b) for a, b in segments])
     dts = rng.uniform(5.0, 60.0) * np.exp(0.1 * rng.standard_normal(len(pos)))
     starts = np.cumsum([b - a for a, b in segments])[:-1]
@@ -267,8 +342,35 @@ def _steps(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.cumsum(increments)
 
 
+def _key(run_id: str, key: tuple[int, ...] | None) -> tuple[int, ...]:
+    return key if key is not None else (zlib.crc32(run_id.encode()),)
+
+
+def _picture(metrics: dict[str, np.ndarray], p: _Profile, key: tuple[int, ...]) -> Picture:
+    """The balanced two-atom picture of the drawn (q, a): of the gap tokens a share e^(−a) as
+    large carries +a as carries −a, so that tok-mean(r) is 1 in expectation. Sequence length and
+    count come from a generator of their own (the trace's key), leaving the corpus's draws as
+    they were."""
+    q, a = metrics.pop(_Q), metrics.pop(_A)
+    up = q / (1.0 + np.exp(a))  # q·e^(−a)/(1 + e^(−a))
+    side = np.random.default_rng([*key, 0])
+    return Picture(
+        w=np.stack([up, q - up], axis=1),
+        d=np.stack([a, -a], axis=1),
+        n_eff=p.n_eff,
+        offset=p.offset,
+        length=math.exp(side.uniform(*np.log(SEQ_LENGTH))),
+        seqs=int(side.integers(*SEQS_PER_STEP, endpoint=True)),
+    )
+
+
 def healthy_trace(
-    rng: np.random.Generator, run_id: str, length: int, *, restarts: int | None = None
+    rng: np.random.Generator,
+    run_id: str,
+    length: int,
+    *,
+    restarts: int | None = None,
+    key: tuple[int, ...] | None = None,
 ) -> Trace:
     """A healthy run of `length` steps (restarts drawn unless given)."""
     p = _profile(rng)
@@ -276,8 +378,20 @@ def healthy_trace(
     step_of = _steps(rng, length)
     segments = _segments(rng, length, length, restarts)
     steps, times, metrics, ends = _assemble(rng, p, shape, step_of, segments)
+    key = _key(run_id, key)
+    picture = _picture(metrics, p, key)
     return Trace(
-        run_id, "healthy", steps, times, metrics, ends, p.sigma, p.level0, len(segments) - 1
+        run_id,
+        "healthy",
+        steps,
+        times,
+        metrics,
+        ends,
+        p.sigma,
+        p.level0,
+        len(segments) - 1,
+        picture=picture,
+        key=key,
     )
 
 
@@ -287,7 +401,12 @@ def _ramp(rel: np.ndarray, start: float, length: float) -> np.ndarray:
 
 
 def collapse_trace(
-    rng: np.random.Generator, run_id: str, prefix: int, *, restarts: int | None = None
+    rng: np.random.Generator,
+    run_id: str,
+    prefix: int,
+    *,
+    restarts: int | None = None,
+    key: tuple[int, ...] | None = None,
 ) -> Trace:
     """A run healthy for `prefix` steps that then collapses (see the module docstring)."""
     n = prefix + 400
@@ -306,6 +425,8 @@ def collapse_trace(
     shape.reward *= 1.0 - (1.0 - rng.uniform(0.1, 0.5)) * _ramp(rel, grow, rng.uniform(20, 50))
     segments = _segments(rng, n, prefix, restarts)
     steps, times, metrics, ends = _assemble(rng, p, shape, step_of, segments)
+    key = _key(run_id, key)
+    picture = _picture(metrics, p, key)
     first, values = first_values(steps, metrics["grad_norm"])
     healthy = float(np.median(values[first < onset]))
     exploded = first[(first >= onset) & (values > EXPLOSION_FACTOR * healthy)]
@@ -328,6 +449,122 @@ def collapse_trace(
         len(segments) - 1,
         onset,
         explosion,
+        picture=replace(picture, w=picture.w[:keep], d=picture.d[:keep]),
+        key=key,
+    )
+
+
+# -- runs mismatched from their first step -------------------------------------------------------
+SCENARIOS = ("penalty", "raw-logprobs", "quantized")
+MISMATCH_LENGTH = (30, 80)  # steps of a mismatched run
+TRL_CAP = 3.0  # TRL's vllm_importance_sampling_cap: its sequence ratios are truncated here
+_JITTER = 0.15  # σ in log space of a mismatch's share from step to step: a setting, not a wobble
+
+
+def _lognormal_truncated_mean(s2: float, cap: float = TRL_CAP) -> float:
+    """E min(X, cap) for log X ~ N(−s²/2, s²): the mean of a truncated ratio whose untruncated
+    mean is 1 (Φ written with math.erf, so NumPy is all we need)."""
+    if s2 <= 0.0:
+        return 1.0
+    s, lc = math.sqrt(s2), math.log(cap)
+
+    def phi(x: float) -> float:
+        return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+    return phi((lc - s2 / 2) / s) + cap * (1.0 - phi((lc + s2 / 2) / s))
+
+
+def _s2_for(mean: float) -> float:
+    """The sequence log-ratio variance s² at which `_lognormal_truncated_mean` is `mean`."""
+    lo, hi = 1e-6, 400.0
+    for _ in range(100):  # decreasing in s²: bisection
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if _lognormal_truncated_mean(mid) > mean else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def _balanced(q: float, a: float) -> tuple[list[float], list[float]]:
+    up = q / (1.0 + math.exp(a))
+    return [up, q - up], [a, -a]
+
+
+def _k3_balanced(q: float, a: float) -> float:
+    w, d = _balanced(q, a)
+    return sum(wi * (math.exp(di) - 1.0 - di) for wi, di in zip(w, d, strict=True))
+
+
+def _scenario(
+    rng: np.random.Generator, scenario: str
+) -> tuple[list[float], list[float], float | None, tuple[tuple[str, float], ...]]:
+    """A mismatch's atoms (shares, gaps), the run's sequence length where the scenario sets it,
+    and its headline levels (see the module docstring)."""
+    if scenario == "penalty":
+        m = math.exp(rng.uniform(math.log(0.02), math.log(0.3)))
+        rho = rng.uniform(0.3, 0.8)
+        s2 = _s2_for(rho)
+        # a = s²/(L·m) must lie in [m, 3] (q = m/a ≤ 1, the corpus's largest gap)
+        lo, hi = max(8.0, s2 / (3.0 * m)), min(2048.0, s2 / (m * m))
+        length = math.exp(rng.uniform(math.log(lo), math.log(max(lo, hi))))
+        a = min(3.0, s2 / (length * m))
+        w, d = _balanced(m / a, a)
+        return w, d, length, (("ratio_mean@trl", rho), ("abs_logp_diff_mean", m))
+    if scenario == "raw-logprobs":
+        dev = math.exp(rng.uniform(math.log(200.0), math.log(5000.0))) * float(
+            rng.choice([-1.0, 1.0])
+        )
+        a = rng.uniform(0.7, 1.0) * math.copysign(1.0, dev)
+        q = abs(dev / 1e4 / math.expm1(a))  # one-sided: tok-mean(r) − 1 = q·(e^a − 1)
+        return [q], [a], None, (("ratio_dev_1e4", dev),)
+    if scenario == "quantized":
+        k3 = math.exp(rng.uniform(math.log(0.06), math.log(0.5)))
+        q = rng.uniform(0.3, 1.0)
+        lo, hi = 1e-4, 20.0
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if _k3_balanced(q, mid) < k3 else (lo, mid)
+        w, d = _balanced(q, lo)
+        return w, d, None, (("k3_kl", k3),)
+    raise ValueError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
+
+
+def mismatch_trace(
+    rng: np.random.Generator, run_id: str, scenario: str, *, key: tuple[int, ...] | None = None
+) -> Trace:
+    """A healthy run with a mismatch from its first step: the scenario's atoms join the token
+    picture (the healthy gap keeps its share of the tokens the mismatch leaves), and our three
+    metrics follow from the joined picture."""
+    base = healthy_trace(rng, run_id, int(rng.integers(*MISMATCH_LENGTH, endpoint=True)), key=key)
+    assert base.picture is not None
+    w0, d0, length, headline = _scenario(rng, scenario)
+    n = len(base.steps)
+    w = np.asarray(w0)[None, :] * np.exp(_JITTER * rng.standard_normal(n))[:, None]
+    w = w * np.minimum(1.0, 0.95 / w.sum(axis=1))[:, None]
+    d = np.broadcast_to(np.asarray(d0), w.shape)
+    rest = 1.0 - w.sum(axis=1)
+    pic = base.picture
+    k3 = (w * (np.exp(d) - 1.0 - d)).sum(axis=1)
+    dev = (w * np.expm1(d)).sum(axis=1)
+    var_r = (w * np.expm1(d) ** 2).sum(axis=1) - dev**2
+    noise = np.sqrt(var_r / pic.n_eff) * rng.standard_t(4, n) / math.sqrt(2.0)
+    metrics = dict(base.metrics)
+    metrics["k3_kl"] = rest * metrics["k3_kl"] + k3
+    metrics["ratio_dev_1e4"] = metrics["ratio_dev_1e4"] + 1e4 * (dev + noise)
+    metrics["mult_prob_error"] = (
+        1.0 + rest * (metrics["mult_prob_error"] - 1.0) + (w * np.expm1(np.abs(d))).sum(axis=1)
+    )
+    picture = replace(
+        pic,
+        w=np.concatenate([pic.w * rest[:, None], w], axis=1),
+        d=np.concatenate([pic.d, d], axis=1),
+        length=pic.length if length is None else length,
+    )
+    return replace(
+        base,
+        kind="mismatch",
+        metrics=metrics,
+        picture=picture,
+        scenario=scenario,
+        headline=headline,
     )
 
 
@@ -339,11 +576,17 @@ def corpus(seed: int, scale: str = "small") -> list[Trace]:
     total = 0
     while total < size.healthy_steps:
         length = int(rng.integers(*size.healthy_length, endpoint=True))
-        traces.append(healthy_trace(rng, f"healthy-{len(traces):03d}", length))
+        key = (seed, 0, len(traces))
+        traces.append(healthy_trace(rng, f"healthy-{len(traces):03d}", length, key=key))
         total += healthy_steps(traces[-1])
     for i in range(size.collapse_runs):
         prefix = int(rng.integers(*size.prefix_length, endpoint=True))
-        traces.append(collapse_trace(rng, f"collapse-{i:03d}", prefix))
+        key = (seed, 1, i)
+        traces.append(collapse_trace(rng, f"collapse-{i:03d}", prefix, key=key))
+    for j, scenario in enumerate(SCENARIOS):  # after the others: their draws stay as they were
+        for i in range(size.mismatch_runs):
+            key = (seed, 2 + j, i)
+            traces.append(mismatch_trace(rng, f"{scenario}-{i:03d}", scenario, key=key))
     return traces
 
 
@@ -356,7 +599,10 @@ def first_values(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def healthy_steps(trace: Trace) -> int:
-    """Distinct stored steps in the healthy regime: all of a healthy run, a collapse's prefix."""
+    """Distinct stored steps in the healthy regime: all of a healthy run, a collapse's prefix,
+    none of a run mismatched from its first step."""
+    if trace.kind == "mismatch":
+        return 0
     distinct = np.unique(trace.steps)
     return int(len(distinct) if trace.onset is None else (distinct < trace.onset).sum())
 

@@ -1,26 +1,44 @@
-"""Alarm quality: false alarms on healthy runs, detection and lead time on runs that collapse.
+"""Alarm quality: false alarms on healthy runs, detection and lead time on runs that collapse,
+and how soon runs mismatched from their first step are alerted — in every framework's names.
 
-    python benchmarks/alarm_quality.py [--json] [--seed N] [--scale small|full] [--pack FILE]
+    python benchmarks/alarm_quality.py [--json] [--seeds 100,101 | --seed N]
+        [--scale small|full] [--renderings ours,trl,...] [--pack FILE]
 
-A seeded corpus (`benchmarks/alarm_corpus.py`) of healthy runs and of runs whose vllm-kl rises
-before grad_norm explodes is replayed, trace by trace, through the server's real alarm
-evaluation with a rule pack (the default pack unless `--pack` names a JSON list of rule specs),
-and the alerts are scored:
+A seeded corpus (`benchmarks/alarm_corpus.py`) of healthy runs, runs whose vllm-kl rises before
+grad_norm explodes, and runs mismatched from their first step (a sampler-only penalty, raw
+logprobs, a quantized rollout) is rendered in each framework's names and levels
+(`benchmarks/alarm_renderings.py`: ours, verl, TRL, OpenRLHF, ms-swift, slime, NeMo-RL),
+replayed, trace by trace, through the server's real alarm evaluation with a rule pack (the
+default pack unless `--pack` names a JSON list of rule specs), and each rendering is scored on
+its own:
 
 - false alarms: firing transitions on a healthy run, or on a collapse run before its onset, per
   10,000 healthy-regime steps (distinct stored steps of healthy runs plus collapse prefixes),
   counted by severity (warning, critical; info apart);
-- detection: a collapse run is detected when a rule watching k3_kl (its metric is k3_kl, the
-  collapse precursor included) fires at or after onset and no later than the explosion step +
+- detection: a collapse run is detected when a rule watching vllm-kl (the family or k3_kl, the
+  collapse precursor included, whichever member the rendering logs) fires at or after onset and no later than the explosion step +
   GRACE_STEPS; an alert already open before onset does not announce the collapse;
 - lead time: explosion step − step of the first k3 alert at or after onset, over detected runs
   (median and 10th percentile, linear interpolation);
 - placebo detection: the share of collapse runs where a k3 rule fires in a window as long as the
   detection window but ending just before onset, when nothing is wrong yet — what a rule that
-  fires often "detects" by chance.
+  fires often "detects" by chance; detected before the explosion: the share whose first k3
+  alert at or after onset comes before the explosion step (the target's figure);
+- mismatched from step 1: the share of those runs that a mismatch rule (one on a signal
+  family or a member, the precursor included) alerts on, warning or critical, by their
+  MISMATCH_BY-th (10th) logged step; missed runs are listed with their drawn levels.
 
-`--scale full` holds ≥ 200,000 healthy steps and 50 collapse runs; `small` is for tests. The last
-line printed is one JSON object.
+Each rendering also says where its signals sit on their family's scale (healthy quantiles, the
+smallest per-run median of each mismatch scenario): the numbers a threshold or a conversion
+factor would be moved by. Targets, for every rendering: at most 0.5 warning and no critical
+false alarms per 10,000 healthy steps, ≥ 95% of collapses alerted before the explosion step,
+median lead ≥ 10 steps, every mismatched run alerted by its 10th step.
+
+The default seeds (`REPORT_SEEDS`) are held out from `TUNING_SEEDS`, the seeds the default
+pack's numbers were chosen and checked on (the README's figures); the output says whether the
+seeds run include any of them. `--scale full` holds ≥ 200,000 healthy steps, 50 collapse runs
+and 40 runs per mismatch scenario per seed; `small` is for tests. The last line printed is one
+JSON object.
 """
 
 from __future__ import annotations
@@ -41,17 +59,29 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.alarm_corpus import Trace, corpus, healthy_steps, stored_batches  # noqa: E402
+from benchmarks.alarm_corpus import (  # noqa: E402
+    SCALES,
+    Trace,
+    corpus,
+    first_values,
+    healthy_steps,
+    stored_batches,
+)
+from benchmarks.alarm_renderings import FRAMEWORKS, render  # noqa: E402
 from benchmarks.common import machine  # noqa: E402
 from server.domain import signals  # noqa: E402
 
 GRACE_STEPS = 5  # an alert this many steps after the explosion still counts (one batch late)
-TARGETS = {  # name: (bound, "max" or "min")
+TARGETS = {  # name: (bound, "max" or "min"), met by every rendering
     "false_alarms_per_10k_steps": (0.5, "max"),
     "critical_false_alarms_per_10k_steps": (0.0, "max"),
-    "detection_rate": (1.0, "min"),
+    "detected_before_explosion": (0.95, "min"),
     "lead_steps_median": (10.0, "min"),
+    "mismatch_alerted_by_step_10": (1.0, "min"),
 }
+MISMATCH_BY = 10  # a run mismatched from its first step is alerted by its 10th logged step
+TUNING_SEEDS = range(0, 6)  # the seeds the default pack's numbers were chosen and checked on
+REPORT_SEEDS = (100, 101)  # held out: the figures a change of the pack is judged by
 LEVELS = ((1e-5, "1e-5"), (1e-4, "1e-4"), (1e-3, "1e-3"))  # decades of a run's starting k3 median
 Spec = Mapping[str, Any]
 
@@ -117,17 +147,27 @@ class Truth:
     onset: int | None = None
     explosion: int | None = None
     level: float | None = None
+    scenario: str | None = None  # mismatch runs: what is wrong from the first step
+    deadline: int | None = None  # mismatch runs: the step number of the MISMATCH_BY-th step
+    headline: str = ""
 
 
-def truth(trace: Trace) -> Truth:
+def truth(trace: Trace, prefix: str = "") -> Truth:
     """The ground truth of a generated trace; `level` is its starting k3 median."""
+    deadline = None
+    if trace.kind == "mismatch":
+        distinct = np.unique(trace.steps)
+        deadline = int(distinct[min(MISMATCH_BY, len(distinct)) - 1])
     return Truth(
-        trace.run_id,
+        prefix + trace.run_id,
         trace.kind,
         healthy_steps(trace),
         trace.onset,
         trace.explosion,
         trace.level,
+        trace.scenario,
+        deadline,
+        " ".join(f"{name} {value:.3g}" for name, value in trace.headline),
     )
 
 
@@ -145,6 +185,24 @@ def k3_rules(pack: Sequence[Spec]) -> set[str]:
         or (
             spec["kind"] == "precursor"
             and reads_k3(spec.get("params", {}).get("trigger_metric", "k3_kl"))
+        )
+    }
+
+
+def mismatch_rules(pack: Sequence[Spec]) -> set[str]:
+    """Names of the rules that watch the training–inference mismatch: a signal family, one of
+    its members (mult_prob_error included), or a precursor triggered by either."""
+
+    def reads_signal(name: object) -> bool:
+        return isinstance(name, str) and (signals.is_family(name) or name in signals.BY_METRIC)
+
+    return {
+        spec["name"]
+        for spec in pack
+        if reads_signal(spec.get("metric"))
+        or (
+            spec["kind"] == "precursor"
+            and reads_signal(spec.get("params", {}).get("trigger_metric"))
         )
     }
 
@@ -169,6 +227,7 @@ class _Tally:
     """Counts gathered over the traces, before they become rates."""
 
     watches_k3: set[str]
+    watches_mismatch: set[str]
     grace: int
     false: Counter[str] = field(default_factory=Counter)  # rule -> false firing transitions
     by_severity: Counter[str] = field(default_factory=Counter)
@@ -177,8 +236,36 @@ class _Tally:
     rule_leads: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     missed: list[str] = field(default_factory=list)
     placebo: int = 0
+    before_explosion: int = 0
+    false_metrics: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    mismatch: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    mismatch_missed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def add_mismatch(self, t: Truth, events: Sequence[Event]) -> None:
+        assert t.scenario is not None and t.deadline is not None
+        tally = self.mismatch[t.scenario]
+        tally["runs"] += 1
+        first = next(
+            (
+                e
+                for e in events
+                if e.kind == "firing"
+                and e.rule in self.watches_mismatch
+                and e.severity in ("warning", "critical")
+                and e.step <= t.deadline
+            ),
+            None,
+        )
+        if first is None:
+            self.mismatch_missed[t.scenario].append(f"{t.run_id} ({t.headline})")
+        else:
+            tally["alerted"] += 1
+            tally[f"first: {first.rule} on {first.metric}"] += 1
 
     def add(self, t: Truth, events: Sequence[Event]) -> None:
+        if t.kind == "mismatch":
+            self.add_mismatch(t, events)
+            return
         level = self.by_level[_level(t.level) or "unknown"]
         level["steps"] += t.healthy_steps
         onset = t.onset if t.kind == "collapse" else None
@@ -186,6 +273,7 @@ class _Tally:
         for e in sorted((e for e in events if e.kind == "firing"), key=lambda e: e.step):
             if onset is None or e.step < onset:
                 self.false[e.rule] += 1
+                self.false_metrics[e.rule][e.metric] += 1
                 self.by_severity[e.severity] += 1
                 level[e.severity] += 1
             else:
@@ -203,6 +291,7 @@ class _Tally:
         k3_steps = [s for r, s in on_time.items() if r in self.watches_k3]
         if k3_steps:
             self.leads.append(t.explosion - min(k3_steps))
+            self.before_explosion += min(k3_steps) < t.explosion
         else:
             self.missed.append(t.run_id)
 
@@ -214,11 +303,13 @@ def score(
     grace: int = GRACE_STEPS,
 ) -> dict[str, Any]:
     """Pack and per-rule figures from each trace's truth and the events replay raised for it."""
-    tally = _Tally(k3_rules(pack), grace)
+    tally = _Tally(k3_rules(pack), mismatch_rules(pack), grace)
     for t, events in outcomes:
         tally.add(t, events)
     steps = sum(t.healthy_steps for t, _ in outcomes)
     collapse = sum(1 for t, _ in outcomes if t.kind == "collapse")
+    mismatched = sum(c["runs"] for c in tally.mismatch.values())
+    alerted = sum(c["alerted"] for c in tally.mismatch.values())
     severity = {spec["name"]: spec.get("severity", "warning") for spec in pack}
     names = [spec["name"] for spec in pack if spec["kind"] != "stalled"]
     return {
@@ -226,6 +317,20 @@ def score(
         "critical_false_alarms_per_10k_steps": _per_10k(tally.by_severity["critical"], steps),
         "info_false_alarms_per_10k_steps": _per_10k(tally.by_severity["info"], steps),
         "detection_rate": round(len(tally.leads) / collapse, 4) if collapse else None,
+        "detected_before_explosion": (
+            round(tally.before_explosion / collapse, 4) if collapse else None
+        ),
+        "mismatch_alerted_by_step_10": round(alerted / mismatched, 4) if mismatched else None,
+        "mismatch": {
+            scenario: {
+                "runs": c["runs"],
+                "alerted": c["alerted"],
+                "rate": round(c["alerted"] / c["runs"], 4),
+                "first_alerts": {k[7:]: v for k, v in sorted(c.items()) if k.startswith("first")},
+                "missed": tally.mismatch_missed[scenario],
+            }
+            for scenario, c in sorted(tally.mismatch.items())
+        },
         "lead_steps_median": percentile(tally.leads, 50),
         "lead_steps_p10": percentile(tally.leads, 10),
         "per_rule": {
@@ -234,6 +339,7 @@ def score(
                 "watches_k3": name in tally.watches_k3,
                 "false_alarms": tally.false[name],
                 "false_alarms_per_10k_steps": _per_10k(tally.false[name], steps),
+                "false_alarms_by_metric": dict(tally.false_metrics[name]),
                 "detections": len(tally.rule_leads[name]),
                 "lead_steps_median": percentile(tally.rule_leads[name], 50),
             }
@@ -257,65 +363,204 @@ def score(
 
 
 def verdicts(figures: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each target with its bound, the measured value and whether it is met (None fails)."""
+    """Each target with its bound, the measured value and whether it is met (None fails; a
+    target whose runs the corpus does not hold is left out)."""
     out = {}
     for name, (bound, sense) in TARGETS.items():
         value = figures[name]
+        if value is None and name == "mismatch_alerted_by_step_10":
+            continue
         met = value is not None and (value <= bound if sense == "max" else value >= bound)
         out[name] = {sense: bound, "value": value, "pass": met}
     return out
 
 
-def run(traces: Sequence[Trace], pack: Sequence[Spec]) -> dict[str, Any]:
-    """Replay every trace under `pack` and score the lot."""
-    return score([(truth(trace), replay(trace, pack)) for trace in traces], pack)
+class Levels:
+    """Where each family's member sits on the family's scale (|deviation| for ratio drift):
+    quantiles over healthy-regime steps, and each mismatch scenario's smallest run median over
+    its first MISMATCH_BY steps — the evidence for a threshold or a conversion factor. Traces
+    are added one at a time, keeping only their scaled values."""
+
+    def __init__(self) -> None:
+        self.healthy: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+
+    def add(self, trace: Trace) -> None:
+        for family in signals.FAMILIES:
+            signal = signals.strongest(family, trace.metrics)
+            if signal is None:
+                continue
+            steps, values = first_values(trace.steps, trace.metrics[signal.metric])
+            scaled = np.abs([signal.to_scale(v) for v in values.tolist()])
+            name = f"{family} via {signal.metric}"
+            if trace.kind == "mismatch":
+                median = float(np.median(scaled[:MISMATCH_BY]))
+                self.runs[(name, trace.scenario or "")].append(median)
+            else:
+                cut = len(steps) if trace.onset is None else int((steps < trace.onset).sum())
+                self.healthy[name].append(scaled[:cut])
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for name, parts in sorted(self.healthy.items()):
+            values = np.concatenate(parts)
+            if not len(values):
+                continue
+            p50, p99, p999 = np.percentile(values, [50, 99, 99.9]).tolist()
+            out[name] = {
+                "healthy_p50": _round(p50),
+                "healthy_p99": _round(p99),
+                "healthy_p99.9": _round(p999),
+                "healthy_max": _round(float(values.max())),
+            }
+        for (name, scenario), medians in sorted(self.runs.items()):
+            out.setdefault(name, {})[f"{scenario}_min_median"] = _round(min(medians))
+        return out
 
 
-def _report(figures: Mapping[str, Any]) -> list[str]:
-    lines = [
-        f"healthy: {figures['healthy_runs']} runs, {figures['healthy_steps']:,} steps; "
-        f"collapse: {figures['collapse_runs']} runs",
-        f"false alarms per 10k healthy steps: warning {figures['false_alarms_per_10k_steps']}, "
-        f"critical {figures['critical_false_alarms_per_10k_steps']}, "
-        f"info {figures['info_false_alarms_per_10k_steps']}",
-        f"detection {figures['detection_rate']}; lead steps median {figures['lead_steps_median']}"
-        f", p10 {figures['lead_steps_p10']}",
-    ]
-    for name, r in figures["per_rule"].items():
-        lines.append(
-            f"  {name:<20} {r['severity']:<8} false/10k {r['false_alarms_per_10k_steps']:>8} "
-            f"detections {r['detections']:>3} lead median {r['lead_steps_median']}"
+def _round(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.4g}")
+
+
+def evaluate(
+    seeds: Sequence[int],
+    scale: str,
+    pack: Sequence[Spec],
+    frameworks: Sequence[str] = FRAMEWORKS,
+) -> dict[str, dict[str, Any]]:
+    """Replay the corpus of every seed under `pack` in each framework's rendering, and score
+    each rendering apart (its runs of all seeds together)."""
+    outcomes: dict[str, list[tuple[Truth, list[Event]]]] = {fw: [] for fw in frameworks}
+    levels = {fw: Levels() for fw in frameworks}
+    for seed in seeds:
+        traces = corpus(seed, scale)
+        for fw in frameworks:
+            for trace in traces:
+                rendered = render(trace, fw)
+                outcomes[fw].append((truth(rendered, f"{seed}/"), replay(rendered, pack)))
+                levels[fw].add(rendered)
+    out = {}
+    for fw in frameworks:
+        figures = score(outcomes[fw], pack)
+        figures["signal_levels"] = levels[fw].summary()
+        figures["targets"] = verdicts(figures)
+        figures["pass"] = all(v["pass"] for v in figures["targets"].values())
+        out[fw] = figures
+    return out
+
+
+def run(traces: Sequence[Trace], pack: Sequence[Spec], framework: str = "ours") -> dict[str, Any]:
+    """Replay every trace in one rendering under `pack` and score the lot."""
+    rendered = [render(trace, framework) for trace in traces]
+    return score([(truth(t), replay(t, pack)) for t in rendered], pack)
+
+
+def _cell(value: float | None, fmt: str = "{:.3g}") -> str:
+    return "—" if value is None else fmt.format(value)
+
+
+def table(renderings: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One row per rendering: the targets' figures and the mismatch runs by scenario."""
+    scenarios = sorted({s for f in renderings.values() for s in f["mismatch"]})
+    head = ["rendering", "warn/10k", "crit/10k", "before expl.", "lead med", "by step 10"]
+    head += [*scenarios, "pass"]
+    rows = [head]
+    for name, f in renderings.items():
+        mismatch = f["mismatch"]
+        rows.append(
+            [
+                name,
+                _cell(f["false_alarms_per_10k_steps"]),
+                _cell(f["critical_false_alarms_per_10k_steps"]),
+                _cell(f["detected_before_explosion"], "{:.0%}"),
+                _cell(f["lead_steps_median"], "{:.1f}"),
+                _cell(f["mismatch_alerted_by_step_10"], "{:.0%}"),
+                *(
+                    f"{mismatch[s]['alerted']}/{mismatch[s]['runs']}" if s in mismatch else "—"
+                    for s in scenarios
+                ),
+                "yes" if f["pass"] else "NO",
+            ]
         )
-    for name, v in figures["targets"].items():
-        lines.append(f"target {name}: {v}")
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return lines
+
+
+def _details(name: str, f: Mapping[str, Any]) -> list[str]:
+    """What a rendering that misses a target needs its owner to see: the rules that fired
+    falsely (on which signal), the mismatch runs missed, and where its signals sit."""
+    lines = [f"{name}: {f['healthy_runs']} healthy runs, {f['healthy_steps']:,} healthy steps, "
+             f"{f['collapse_runs']} collapses; detection (≤ explosion + {f['grace_steps']}) "
+             f"{f['detection_rate']}, lead p10 {f['lead_steps_p10']}"]  # fmt: skip
+    for rule, r in f["per_rule"].items():
+        if r["false_alarms"]:
+            per_10k, metrics = r["false_alarms_per_10k_steps"], r["false_alarms_by_metric"]
+            lines.append(f"  false: {rule} ({r['severity']}) {r['false_alarms']} "
+                         f"= {per_10k}/10k on {metrics}")  # fmt: skip
+    for scenario, m in f["mismatch"].items():
+        lines.append(f"  {scenario}: {m['alerted']}/{m['runs']} by step {MISMATCH_BY}, first "
+                     f"{m['first_alerts']}")  # fmt: skip
+        lines.extend(f"    missed {run}" for run in m["missed"])
+    for signal, levels in f["signal_levels"].items():
+        lines.append(f"  {signal}: {levels}")
+    return lines
+
+
+def _seeds(text: str) -> list[int]:
+    """'100,101' or '100-102'."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--scale", choices=("small", "full"), default="full")
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", type=_seeds, help="corpus seeds, '100,101' or '100-102'")
+    seeds.add_argument("--seed", type=int, help="one corpus seed")
+    parser.add_argument("--scale", choices=tuple(SCALES), default="full")
+    parser.add_argument(
+        "--renderings", type=lambda s: s.split(","), default=list(FRAMEWORKS),
+        help=f"comma-separated, of {', '.join(FRAMEWORKS)}",
+    )  # fmt: skip
     parser.add_argument("--pack", type=Path, help="a JSON list of rule specs (default pack else)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.renderings) - set(FRAMEWORKS))
+    if unknown:
+        parser.error(f"unknown rendering {', '.join(unknown)}; choose from {', '.join(FRAMEWORKS)}")
+    chosen = args.seeds or ([args.seed] if args.seed is not None else list(REPORT_SEEDS))
     logging.basicConfig(level=logging.ERROR)  # one log line per alert would drown the report
     say = (lambda *a: None) if args.json else print
     pack = json.loads(args.pack.read_text()) if args.pack else default_pack()
     say(f"machine: {machine()}")
     started = time.perf_counter()
-    traces = corpus(args.seed, args.scale)
-    figures = run(traces, pack)
-    figures["targets"] = verdicts(figures)
-    figures["pass"] = all(v["pass"] for v in figures["targets"].values())
-    figures.update(
-        seed=args.seed,
-        scale=args.scale,
-        pack="default" if args.pack is None else args.pack.name,
-        elapsed_s=round(time.perf_counter() - started, 1),
-        machine=machine(),
-    )
-    for line in _report(figures):
+    renderings = evaluate(chosen, args.scale, pack, args.renderings)
+    held_out = not set(chosen) & set(TUNING_SEEDS)
+    figures: dict[str, Any] = {
+        "renderings": renderings,
+        "pass": all(f["pass"] for f in renderings.values()),
+        "seeds": chosen,
+        "held_out": held_out,
+        "tuning_seeds": list(TUNING_SEEDS),
+        "scale": args.scale,
+        "pack": "default" if args.pack is None else args.pack.name,
+        "elapsed_s": round(time.perf_counter() - started, 1),
+        "machine": machine(),
+    }
+    say(f"seeds {chosen} ({'held out' if held_out else 'INCLUDING tuning seeds'}), "
+        f"scale {args.scale}, {figures['elapsed_s']} s")  # fmt: skip
+    for line in table(renderings):
         say(line)
+    for name, f in renderings.items():
+        for line in _details(name, f):
+            say(line)
     print(json.dumps(figures))
 
 

@@ -1,9 +1,12 @@
 """The alarm-quality benchmark: its corpus is reproducible and realistic in the ways it claims, its
-scoring gives the answers worked out by hand, and its replay feeds the server each value once."""
+renderings in each framework's names carry the mismatch the way that framework's estimators do,
+its scoring gives the answers worked out by hand, and its replay feeds the server each value
+once."""
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from typing import Any
 
@@ -14,22 +17,33 @@ from benchmarks.alarm_corpus import (
     AUX,
     EXPLOSION_FACTOR,
     METRICS,
+    SCENARIOS,
+    Picture,
     Trace,
+    collapse_trace,
     corpus,
     healthy_trace,
+    mismatch_trace,
     stored_batches,
 )
 from benchmarks.alarm_quality import (
     GRACE_STEPS,
+    MISMATCH_BY,
+    REPORT_SEEDS,
+    TUNING_SEEDS,
     Event,
     Truth,
     default_pack,
     k3_rules,
     main,
+    mismatch_rules,
     percentile,
     replay,
     score,
+    truth,
 )
+from benchmarks.alarm_renderings import FRAMEWORKS, render
+from server.domain import signals
 
 SPIKE = {"name": "k3 spike", "kind": "spike", "metric": "k3_kl", "severity": "warning"}
 PRECURSOR = {
@@ -240,32 +254,216 @@ def test_percentiles_interpolate_linearly_on_known_lists() -> None:
     assert figures["lead_steps_p10"] == pytest.approx(5.8)  # 4 + 0.3 × (10 − 4)
 
 
+# -- runs mismatched from their first step ---------------------------------------------------------
+def test_mismatch_rules_of_default_pack_are_the_signal_rules() -> None:
+    assert mismatch_rules(PACK) == {
+        "vllm-kl spike",
+        "vllm-kl rise",
+        "vllm-kl high",
+        "ratio drift",
+        "mult prob error",
+        "collapse precursor",
+    }
+
+
+def test_mismatch_run_counts_as_alerted_only_by_a_warning_or_critical_by_its_deadline() -> None:
+    ratio = {"name": "ratio drift", "kind": "threshold", "metric": signals.RATIO,
+             "severity": "warning"}  # fmt: skip
+    info = {"name": "lag", "kind": "sustained", "metric": "lag", "severity": "info"}
+    pack = [SPIKE, ratio, info]
+    runs = [Truth(f"m{i}", "mismatch", 0, scenario="raw", deadline=12) for i in range(4)]
+    figures = score(
+        [
+            (runs[0], [_fire(ratio, 12)]),  # at the deadline: in time
+            (runs[1], [_fire(ratio, 13)]),  # one step late
+            (runs[2], [_fire(info, 3)]),  # not a mismatch rule
+            (runs[3], [_fire(SPIKE, 5, "resolved")]),  # no firing
+        ],
+        pack,
+    )
+    assert figures["mismatch_alerted_by_step_10"] == 0.25
+    assert figures["mismatch"]["raw"]["missed"] == ["m1 ()", "m2 ()", "m3 ()"]
+    assert figures["healthy_steps"] == 0  # mismatched runs are no healthy steps
+    assert figures["false_alarms_per_10k_steps"] == 0.0
+
+
+def test_mismatch_deadline_is_the_tenth_distinct_logged_step() -> None:
+    trace = mismatch_trace(np.random.default_rng(4), "m", "quantized")
+    distinct = sorted(set(trace.steps.tolist()))
+    assert truth(trace).deadline == distinct[MISMATCH_BY - 1]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_mismatch_runs_are_off_from_their_first_step(scenario: str) -> None:
+    trace = mismatch_trace(np.random.default_rng(8), "m", scenario)
+    first = slice(0, MISMATCH_BY)
+    levels = dict(trace.headline)
+    if scenario == "raw-logprobs":  # the drawn offset, steady, in our ratio_dev_1e4
+        dev = trace.metrics["ratio_dev_1e4"][first]
+        assert np.median(dev) == pytest.approx(levels["ratio_dev_1e4"], rel=0.3)
+    if scenario == "quantized":
+        k3 = trace.metrics["k3_kl"][first]
+        assert np.median(k3) == pytest.approx(levels["k3_kl"], rel=0.3)
+    if scenario == "penalty":  # TRL's sequence ratio at the drawn mean, or below it where
+        trl = render(trace, "trl").metrics["ratio_mean@trl"][first]  # the healthy gap adds
+        assert 0.1 < np.median(trl) < min(0.85, levels["ratio_mean@trl"] + 0.05)
+
+
+# -- the renderings --------------------------------------------------------------------------------
+_LOGS = {  # rendering: (mismatch metrics it logs, the vllm-kl member read, the ratio member read)
+    "ours": ({"k3_kl", "ratio_dev_1e4", "mult_prob_error"}, "k3_kl", "ratio_dev_1e4"),
+    "verl": ({"k3_kl", "k1_kl", "ratio_mean@verl", "ratio_max@verl"}, "k3_kl", None),
+    "trl": (
+        {"abs_logp_diff_mean", "abs_logp_diff_max", "ratio_mean@trl"},
+        "abs_logp_diff_mean",
+        "ratio_mean@trl",
+    ),
+    "openrlhf": ({"k1_kl"}, "k1_kl", None),
+    "ms-swift": ({"k1_kl", "ratio_mean@ms-swift"}, "k1_kl", "ratio_mean@ms-swift"),
+    "nemo-rl": ({"k3_kl", "mult_prob_error"}, "k3_kl", None),
+}
+
+
+def _signals_of(trace: Trace) -> set[str]:
+    return {m for m in trace.metrics if m in signals.BY_METRIC or m.split("@")[0] in (
+        "ratio_mean", "ratio_max", "abs_logp_diff_max")}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def collapse() -> Trace:
+    return collapse_trace(np.random.default_rng(21), "c", 300, restarts=0, key=(21,))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_rendering_watches_its_own_signal_and_alerts_on_a_collapse(
+    framework: str, collapse: Trace
+) -> None:
+    rendered = render(collapse, framework)
+    assert collapse.onset is not None and collapse.explosion is not None
+    if framework == "slime":
+        kl = {"k3_kl_seq", "k1_kl_seq"} & set(rendered.metrics)
+        assert len(kl) == 1
+        logs = kl | {"abs_logp_diff_mean_seq", "ratio_dev_1e4_seq"}
+        vllm_kl, ratio = kl.pop(), "ratio_dev_1e4_seq"
+    else:
+        logs, vllm_kl, ratio = _LOGS[framework]
+    assert _signals_of(rendered) == logs
+    assert {"entropy", "grad_norm", "reward_mean"} <= set(rendered.metrics)
+    assert signals.strongest(signals.VLLM_KL, rendered.metrics).metric == vllm_kl  # type: ignore[union-attr]
+    read = signals.strongest(signals.RATIO, rendered.metrics)
+    assert (read.metric if read else None) == ratio
+    fired = [
+        e
+        for e in replay(rendered, PACK)
+        if e.kind == "firing" and e.rule in k3_rules(PACK) and e.step >= collapse.onset
+    ]
+    assert fired and fired[0].step < collapse.explosion
+    assert fired[0].metric == vllm_kl  # the alert names the signal the framework logs
+
+
+def test_rendering_is_a_pure_function_of_the_trace(collapse: Trace) -> None:
+    for framework in FRAMEWORKS:
+        a, b = render(collapse, framework), render(collapse, framework)
+        assert a.metrics.keys() == b.metrics.keys()
+        assert all(np.array_equal(a.metrics[m], b.metrics[m], equal_nan=True) for m in a.metrics)
+    other = collapse_trace(np.random.default_rng(21), "c", 300, restarts=0, key=(22,))
+    assert not np.array_equal(
+        render(collapse, "openrlhf").metrics["k1_kl"], render(other, "openrlhf").metrics["k1_kl"]
+    )  # the same run under another key draws other noise
+
+
+def test_trl_run_mismatched_from_step_one_alerts_by_its_tenth_step() -> None:
+    for seed, scenario in ((5, "quantized"), (6, "raw-logprobs")):
+        trace = mismatch_trace(np.random.default_rng(seed), "m", scenario)
+        trl = render(trace, "trl")
+        assert "k3_kl" not in trl.metrics
+        deadline = truth(trl).deadline
+        assert deadline is not None
+        fired = [e for e in replay(trl, PACK) if e.kind == "firing" and e.step <= deadline]
+        assert {e.metric for e in fired} & {"abs_logp_diff_mean", "ratio_mean@trl"}
+
+
+def _hand_picture_trace(w: list[float], d: list[float], *, n: int = 400, k3: float) -> Trace:
+    picture = Picture(
+        w=np.tile(w, (n, 1)), d=np.tile(d, (n, 1)), n_eff=1e9, offset=0.0, length=64.0, seqs=256
+    )
+    steps = np.arange(1, n + 1)
+    metrics = {name: np.full(n, 1.0) for name in METRICS}
+    metrics["k3_kl"] = np.full(n, k3)
+    return Trace("hand", "healthy", steps, steps * 10.0, metrics, np.array([n]), 0.3, k3, 0,
+                 picture=picture, key=(1,))  # fmt: skip
+
+
+def test_k1_is_minus_the_mean_gap_so_a_one_sided_offset_reads_below_zero() -> None:
+    q, a = 0.1, 0.8
+    k3 = q * (math.exp(a) - 1 - a)  # tok-mean(e^d − 1 − d), computed apart
+    trace = _hand_picture_trace([q], [a], k3=k3)
+    k1 = render(trace, "openrlhf").metrics["k1_kl"]
+    assert float(np.median(k1)) == pytest.approx(-q * a, rel=1e-3)  # tok-mean(−d)
+    assert float(np.median(k1)) == pytest.approx(-2 * k3, rel=0.1)  # the demo's k1 ≈ −2·k3
+
+
+def test_trl_sequence_ratio_matches_a_token_by_token_simulation() -> None:
+    q, a, length = 0.05, 0.6, 64
+    up = q / (1 + math.exp(a))
+    trace = _hand_picture_trace([up, q - up], [a, -a], k3=0.01)
+    rendered = float(render(trace, "trl").metrics["ratio_mean@trl"].mean())
+    rng = np.random.default_rng(0)  # every token of 100,000 sequences, drawn one by one
+    u = rng.random((100_000, length))
+    d = np.where(u < up, a, np.where(u < q, -a, 0.0))
+    simulated = float(np.minimum(np.exp(d.sum(axis=1)), 3.0).mean())
+    assert rendered == pytest.approx(simulated, abs=0.01)
+    assert simulated < 0.99  # a healthy gap over 64 tokens already pulls the capped mean down
+
+
+def test_truncated_token_ratio_is_one_until_a_gap_passes_log_two() -> None:
+    for a, expect_one in ((0.5, True), (1.0, False)):
+        q = 0.2
+        up = q / (1 + math.exp(a))
+        trace = _hand_picture_trace([up, q - up], [a, -a], k3=0.01)
+        mean = float(np.median(render(trace, "ms-swift").metrics["ratio_mean@ms-swift"]))
+        capped = 1 + up * (min(math.exp(a), 2.0) - 1) + (q - up) * (math.exp(-a) - 1)
+        assert mean == pytest.approx(capped, abs=1e-6)
+        assert (abs(mean - 1) < 1e-6) == expect_one
+
+
 # -- the whole benchmark ---------------------------------------------------------------------------
+def test_report_seeds_are_held_out_from_the_tuning_seeds() -> None:
+    assert not set(REPORT_SEEDS) & set(TUNING_SEEDS)
+
+
 @pytest.mark.slow
 def test_small_benchmark_prints_every_key_with_sane_types(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     main(["--scale", "small", "--json", "--seed", "3"])
-    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    for key in ("false_alarms_per_10k_steps", "critical_false_alarms_per_10k_steps"):
-        assert isinstance(figures[key], float) and figures[key] >= 0
-    assert 0.0 <= figures["detection_rate"] <= 1.0
-    for key in ("lead_steps_median", "lead_steps_p10"):
-        assert figures[key] is None or isinstance(figures[key], float)
-    assert set(figures["per_rule"]) == {s["name"] for s in PACK if s["kind"] != "stalled"}
-    for rule in figures["per_rule"].values():
-        assert isinstance(rule["false_alarms_per_10k_steps"], float)
-        assert isinstance(rule["detections"], int)
-        assert rule["lead_steps_median"] is None or isinstance(rule["lead_steps_median"], float)
-    assert isinstance(figures["healthy_steps"], int) and figures["healthy_steps"] >= 4_000
-    assert figures["collapse_runs"] == 4
-    assert figures["seed"] == 3
-    assert isinstance(figures["machine"], str) and figures["machine"]
-    assert set(figures["targets"]) == {
-        "false_alarms_per_10k_steps",
-        "critical_false_alarms_per_10k_steps",
-        "detection_rate",
-        "lead_steps_median",
-    }
-    assert all(isinstance(t["pass"], bool) for t in figures["targets"].values())
-    assert figures["pass"] == all(t["pass"] for t in figures["targets"].values())
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["seeds"] == [3] and out["held_out"] is False  # 3 is a tuning seed
+    assert isinstance(out["machine"], str) and out["machine"]
+    assert set(out["renderings"]) == set(FRAMEWORKS)
+    for figures in out["renderings"].values():
+        for key in ("false_alarms_per_10k_steps", "critical_false_alarms_per_10k_steps"):
+            assert isinstance(figures[key], float) and figures[key] >= 0
+        for key in ("detection_rate", "detected_before_explosion", "mismatch_alerted_by_step_10"):
+            assert 0.0 <= figures[key] <= 1.0
+        for key in ("lead_steps_median", "lead_steps_p10"):
+            assert figures[key] is None or isinstance(figures[key], float)
+        assert set(figures["per_rule"]) == {s["name"] for s in PACK if s["kind"] != "stalled"}
+        for rule in figures["per_rule"].values():
+            assert isinstance(rule["false_alarms_per_10k_steps"], float)
+            assert isinstance(rule["detections"], int)
+            assert rule["lead_steps_median"] is None or isinstance(rule["lead_steps_median"], float)
+        assert isinstance(figures["healthy_steps"], int) and figures["healthy_steps"] >= 4_000
+        assert figures["collapse_runs"] == 4
+        assert set(figures["mismatch"]) == set(SCENARIOS)
+        assert all(m["runs"] == 4 for m in figures["mismatch"].values())
+        assert set(figures["targets"]) == {
+            "false_alarms_per_10k_steps",
+            "critical_false_alarms_per_10k_steps",
+            "detected_before_explosion",
+            "lead_steps_median",
+            "mismatch_alerted_by_step_10",
+        }
+        assert all(isinstance(t["pass"], bool) for t in figures["targets"].values())
+        assert figures["pass"] == all(t["pass"] for t in figures["targets"].values())
+    assert out["pass"] == all(f["pass"] for f in out["renderings"].values())
