@@ -143,6 +143,9 @@ class Spool:
             claimed = file.with_name(f"{file.name}.replaying.{os.getpid()}")
             try:
                 with self._lock:
+                    if claimed.exists():  # never over a file claimed before: a new name
+                        name = f"{file.name}.{os.urandom(4).hex()}.jsonl"
+                        claimed = file.with_name(f"{name}.replaying.{os.getpid()}")
                     os.rename(file, claimed)
                 batches = [b for b in read_batches(claimed) if b is not None]
             except OSError:
@@ -153,14 +156,26 @@ class Spool:
         with contextlib.suppress(OSError):
             claimed.unlink()
 
-    def release(self, claimed: Path) -> None:
+    def release(self, claimed: Path, rest: list[dict[str, Any]] | None = None) -> None:
+        """Give a claimed file back; with `rest`, only those batches (the ones not delivered),
+        so that a flaky server does not make a long file start over at every attempt."""
         original = claimed.name.split(".replaying.", 1)[0]
         target = claimed.with_name(original)
         try:
             if target.exists():
                 # Our own file got new lines meanwhile: keep both, under a distinct name.
                 target = claimed.with_name(f"{original}.{os.urandom(4).hex()}.jsonl")
-            os.rename(claimed, target)
+            if rest is None:
+                os.rename(claimed, target)
+                return
+            temporary = claimed.with_name(f"{claimed.name}.rest")
+            with open(temporary, "wb") as handle:
+                for batch in rest:
+                    handle.write((json.dumps(batch, separators=(",", ":")) + "\n").encode())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.rename(temporary, target)  # a crash before the unlink only repeats batches
+            claimed.unlink()
         except OSError:
             pass
 

@@ -7,9 +7,8 @@
   deliver and replays the spool when the server answers again. It survives fork (the child gets a
   fresh queue, lock and thread) and is flushed at exit within a bounded time.
 - `flush`, `close` and the exit hook drain: they try the server at once, whatever back-off it
-  was in, and replay the spool within their timeout (the worker's waits end at it); what is
-  still spooled then is logged once, with the spool's directory and the number of steps, since
-  on a cluster that disk goes away with the node (`mismatch spool replay` sends a copy).
+  was in, and replay the spool within their timeout; what is still spooled then is logged once
+  with the spool's directory and count (on a cluster that disk goes away with the node).
 - A server that does not speak this client's ingest format (a 400 naming both versions) is a
   permanent answer for this process: the worker logs it once, stops sending, and keeps every
   batch in the spool (counted as `incompatible`), to be replayed by an upgraded client or server.
@@ -124,11 +123,10 @@ class Worker:
         self._run_pending = True
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Deliver everything submitted so far and replay the spool, within `timeout`.
-
-        The server is tried at once, whatever back-off it was in. True when nothing is left to
-        send (a spool kept for a server of another ingest format waits for an upgrade, not for
-        time, and does not count); otherwise what is left is logged once."""
+        """Deliver what was submitted and replay the spool within `timeout`, trying the server
+        at once whatever its back-off. True when nothing is left to send (a spool kept for a
+        server of another ingest format waits for an upgrade and does not count); what is
+        left otherwise is logged once."""
         try:
             drained = self._drain(timeout)
             if drained:
@@ -141,8 +139,7 @@ class Worker:
             return False
 
     def close(self, timeout: float = 10.0) -> bool:
-        """Drain within `timeout` as `flush` does, then stop; what is still queued goes to the
-        spool, and what the spool then holds is logged (once, unless it changed)."""
+        """Drain as `flush` does, then stop; the queue's rest is spooled, the spool logged."""
         try:
             flushed = self._drain(timeout)
             self._closed = True
@@ -189,8 +186,7 @@ class Worker:
 
     # -- draining --------------------------------------------------------------------------
     def _drain(self, timeout: float) -> bool:
-        """Wake the thread out of any back-off and wait until the queue is delivered and the
-        spool replayed, or `timeout` passed."""
+        """Wake the thread out of any back-off; wait for queue and spool to empty, or timeout."""
         self._check_fork()
         deadline = time.monotonic() + timeout
         self._ensure_thread()
@@ -245,17 +241,21 @@ class Worker:
     # -- the thread -----------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
+            items: list[tuple[str, dict[str, Any]]] = []
             try:
                 items = self._collect()
                 if items:
                     self._deliver(items)
-                    with self._cond:
-                        self._outstanding = max(0, self._outstanding - len(items))
-                        self._cond.notify_all()
                 elif self._may_replay():
                     self._replay()
             except Exception:
                 log.debug("worker loop error", exc_info=True)
+                if items:  # their fate is unknown: keep them (the server ignores a repeat)
+                    self._spill(items)
+            finally:
+                with self._cond:
+                    self._outstanding = max(0, self._outstanding - len(items))
+                    self._cond.notify_all()
 
     def _collect(self) -> list[tuple[str, dict[str, Any]]]:
         items: list[tuple[str, dict[str, Any]]] = []
@@ -302,9 +302,16 @@ class Worker:
             return
         self._send_with_retries(batch, spool_on_failure=True)
 
+    def _send(self, batch: dict[str, Any]) -> Answer:
+        """The answer; a transport that raises (a torn status line) means "try again"."""
+        try:
+            return self.transport.send(batch)
+        except Exception as exc:
+            return Answer("retry", None, None, repr(exc))
+
     def _send_with_retries(self, batch: dict[str, Any], *, spool_on_failure: bool) -> bool:
         for attempt in range(self.attempts_before_spool):
-            answer = self.transport.send(batch)
+            answer = self._send(batch)
             if answer.outcome == "ok":
                 self.counters["sent"] += len(batch["records"])
                 self.counters["batches"] += 1
@@ -376,16 +383,18 @@ class Worker:
     def _replay(self) -> None:
         for claimed, batches in self.spool.claim():
             delivered = 0
-            for batch in batches:
-                if self._stop.is_set():
-                    break  # closing: the file goes back, for the next process or a replay
-                if self._send_with_retries(batch, spool_on_failure=False):
+            try:
+                for batch in batches:
+                    if self._stop.is_set():
+                        break  # closing: the file goes back, for the next process or a replay
+                    if not self._send_with_retries(batch, spool_on_failure=False):
+                        break
                     delivered += 1
                     self.counters["replayed"] += len(batch.get("records", []))
+            finally:  # whatever happened, the file is either done or given back
+                if delivered == len(batches):
+                    self.spool.done(claimed)
                 else:
-                    break
-            if delivered == len(batches):
-                self.spool.done(claimed)
-            else:
-                self.spool.release(claimed)
+                    self.spool.release(claimed, batches[delivered:])
+            if delivered < len(batches):
                 return

@@ -4,6 +4,7 @@ leaves is logged once, with where it is and how much, and counted in stats()."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import time
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 
 import collectors
+from collectors._spool import Spool
+from collectors._transport import Answer, Worker
 from tests.conftest import free_port
 from tests.factories import record, run_upsert
 
@@ -133,3 +136,55 @@ def test_a_flush_replays_a_spool_left_by_a_process_that_is_gone(
     assert run.stats()["spooled_steps"] == 0
     run.close()
     assert steps_stored(server, "left") == {s: 1 for s in range(5)}
+
+
+class Scripted:
+    """A transport answering from a script ("ok", "retry", or "raise": an answer torn in its
+    status line, which http.client raises as HTTPException), then "ok"."""
+
+    def __init__(self, script: list[str]) -> None:
+        self.script = list(script)
+        self.delivered: list[int] = []
+
+    def send(self, batch: dict[str, Any]) -> Answer:
+        action = self.script.pop(0) if self.script else "ok"
+        if action == "raise":
+            raise http.client.BadStatusLine("HTTP/")
+        if action == "retry":
+            return Answer("retry", None)
+        self.delivered += [r["step"] for r in batch["records"]]
+        return Answer("ok", 200)
+
+
+def scripted_worker(tmp_path: Path, transport: Scripted) -> Worker:
+    spool = Spool(tmp_path / "spool", "w", max_bytes=1 << 20)
+    return Worker(
+        transport, spool, run_upsert=lambda: {"id": "w"}, flush_interval=0.05, sleep=lambda _: None
+    )
+
+
+def test_a_transport_that_raises_mid_replay_loses_nothing(tmp_path: Path) -> None:
+    transport = Scripted(["retry"] * 3 + ["raise"] + ["retry"] * 3 + ["raise", "raise"])
+    worker = scripted_worker(tmp_path, transport)
+    for step in range(10):
+        worker.submit("record", {"run_id": "w", "step": step, "metrics": {"x": 1.0}})
+        if step % 3 == 0:
+            worker.flush(5)
+    assert worker.flush(10)
+    assert set(transport.delivered) == set(range(10))
+    assert worker.stats()["spooled_steps"] == 0
+    assert list((tmp_path / "spool").iterdir()) == []
+    worker.close()
+
+
+def test_a_replay_stopped_half_way_gives_back_only_what_was_not_delivered(
+    tmp_path: Path,
+) -> None:
+    transport = Scripted(["ok", "ok", "retry", "retry", "retry"])
+    worker = scripted_worker(tmp_path, transport)
+    for step in range(4):  # four batches a process that is gone left in the spool
+        worker.spool.append({"batch_id": str(step), "records": [{"step": step}]})
+    assert worker.stats()["spooled_steps"] == 4
+    assert worker.flush(10)
+    assert transport.delivered == [0, 1, 2, 3]  # 0 and 1 were not sent again after the stop
+    worker.close()
