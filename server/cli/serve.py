@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -29,6 +29,20 @@ AllowedHostOpt = Annotated[
         "bind address, the --public-url host and, on loopback, localhost",
     ),
 ]
+BodyTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="A request body must arrive within this many seconds of its headers, else 408 and "
+        "its memory is released (default 30)"
+    ),
+]
+InflightShareOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="The fraction of --max-inflight-bytes one project's requests may hold at once, "
+        "beyond their first (default 0.5)"
+    ),
+]
 AnalysisTimeoutOpt = Annotated[
     float | None,
     typer.Option(
@@ -51,6 +65,10 @@ CorsOriginOpt = Annotated[
         "writes included (repeatable; default: no cross-origin access)",
     ),
 ]
+
+
+_SETTING_OF = {"allowed_host": "allowed_hosts", "cors_origin": "cors_origins"}
+"""Options whose setting has another name (a repeatable option is named in the singular)."""
 
 
 def serve(
@@ -101,35 +119,17 @@ def serve(
         int | None, typer.Option(help="A run's alerts this close in steps form one incident")
     ] = None,
     analysis_timeout_s: AnalysisTimeoutOpt = None,
+    body_timeout_s: BodyTimeoutOpt = None,
+    inflight_share: InflightShareOpt = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
     """Migrate the database and serve the API and the dashboard."""
-    given: dict[str, Any] = {
-        "retention_days": retention_days,
-        "refresh_s": refresh_s,
-        "session_ttl_s": session_ttl_s,
-        "metrics_token": metrics_token,
-        "max_inflight_bytes": max_inflight_bytes,
-        "allowed_hosts": allowed_host or None,  # unset: from the environment or the default
-        "cors_origins": cors_origin or None,
-        "webhook_allow": webhook_allow or None,
-        "alert_group_wait_s": alert_group_wait_s,
-        "incident_window_steps": incident_window_steps,
-        "analysis_timeout_s": analysis_timeout_s,
-    }
+    given = {_SETTING_OF.get(name, name): value for name, value in locals().items()}
+    given["dashboard"] = not given.pop("no_dashboard")
     try:
-        settings = Settings(
-            **{k: v for k, v in given.items() if v is not None},  # else env or default
-            db=db,
-            host=host,
-            port=port,
-            insecure=insecure,
-            max_body_bytes=max_body_bytes,
-            public_url=public_url,
-            dashboard=not no_dashboard,
-            log_level=log_level,
-        )
+        # An option left unset (None, or no repeatable value) falls back to env or default.
+        settings = Settings(**{k: v for k, v in given.items() if v is not None and v != []})
     except ValueError as exc:
         fail(str(exc))
     _start(settings)
