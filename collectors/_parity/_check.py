@@ -5,6 +5,7 @@ configuration."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -36,10 +37,15 @@ def parity(
     temperature: float = 1.0,
     top_p: float = 1.0,
     top_k: int = 0,
+    repetition_penalty: float = 1.0,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
+    min_p: float = 0.0,
     max_tokens: int = 32,
     samples: int = 2,
     seed: int = 0,
     engine: EngineOptions | None = None,
+    llm: Any = None,
     trainer_dtype: str = "float32",
     weight_update: WeightUpdate = "none",
     reset_prefix_cache: bool = True,
@@ -49,6 +55,12 @@ def parity(
     """Check a local Hugging Face model directory's engine against its trainer recomputation.
 
     `prompts`: a list, a JSONL file (see `load_prompts`) or None for the built-in set.
+    `repetition_penalty`, `presence_penalty`, `frequency_penalty`, `min_p`: sampler-only
+    settings, passed to the engine and never applied by the trainer's recomputation — as in
+    real trainers, so a non-neutral value reproduces the mismatch it causes in training.
+    `llm`: a running `vllm.LLM` on the same model to use instead of starting one (several
+    checks share its start-up; its own options stand, so `engine` must be left out; it stays
+    running afterwards, and a weight update leaves the new weights in it).
     `weight_update`: after plain sampling, push the same weights ("same") or weights moved by
     `perturbation` × each tensor's std ("perturbed") into the running engine, reset its prefix
     cache or not, sample the same prompts again and compare with the trainer holding the same
@@ -59,14 +71,30 @@ def parity(
         raise ValueError("temperature must be > 0: greedy sampling has no distribution to compare")
     if weight_update not in WEIGHT_UPDATES:
         raise ValueError(f"weight_update must be one of {', '.join(WEIGHT_UPDATES)}")
+    if llm is not None and engine is not None:
+        raise ValueError("engine options apply to an engine the check starts, not to llm")
+    sampling = Sampling(
+        temperature,
+        top_p,
+        top_k,
+        max_tokens,
+        samples,
+        seed,
+        repetition_penalty=repetition_penalty,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        min_p=min_p,
+    )
+    _check_sampler_only(sampling)
     k = check_k(exemplars)
     texts = _prompt_texts(prompts)
     options = engine or EngineOptions()
     options = replace(options, seed=seed, dtype=options.dtype or trainer_dtype)
-    sampling = Sampling(temperature, top_p, top_k, max_tokens, samples, seed)
     trainer = load_model(model, trainer_dtype)
     tokenizer = _tokenizer(model)
-    llm = start(model, options)
+    owned = llm is None
+    if owned:
+        llm = start(model, options)
     try:
         config = effective_config(llm, sampling)
         found = [_phase(0, "plain sampling", sample(llm, texts, sampling), trainer, sampling, k)]
@@ -84,7 +112,8 @@ def parity(
                 name = f"after pushing {weight_update} weights, then resetting the prefix cache"
                 found.append(_phase(2, name, sample(llm, texts, sampling), trainer, sampling, k))
     finally:
-        stop(llm)
+        if owned:
+            stop(llm)
     phases = tuple(_with_text(p, tokenizer) for p in found)
     tokens = sum(int(p.metrics.get("tokens", 0)) for p in phases)
     return ParityReport(
@@ -100,6 +129,17 @@ def parity(
             "perturbation": perturbation if weight_update == "perturbed" else None,
         },
     )
+
+
+def _check_sampler_only(sampling: Sampling) -> None:
+    """The ranges vLLM accepts, checked before an engine starts (its own error comes later)."""
+    if not 0 < sampling.repetition_penalty < math.inf:
+        raise ValueError("repetition_penalty must be a finite number > 0 (1.0: off)")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if not -2.0 <= getattr(sampling, name) <= 2.0:
+            raise ValueError(f"{name} must be within [-2, 2] (0.0: off)")
+    if not 0.0 <= sampling.min_p <= 1.0:
+        raise ValueError("min_p must be within [0, 1] (0.0: off)")
 
 
 def _prompt_texts(prompts: Sequence[str] | str | Path | None) -> list[str]:

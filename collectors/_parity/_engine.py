@@ -35,12 +35,28 @@ class EngineOptions:
 
 @dataclass(frozen=True)
 class Sampling:
+    """The per-request sampling settings. The penalties and min_p are sampler-only: the
+    engine applies them, the trainer's recomputation never does (nor does a real trainer)."""
+
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
     max_tokens: int = 32
     samples: int = 2  # completions per prompt
     seed: int = 0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    min_p: float = 0.0
+
+
+# Sampler-only settings and the value at which each does nothing.
+NEUTRAL: dict[str, float] = {
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_p": 0.0,
+}
 
 
 @dataclass(frozen=True)
@@ -91,6 +107,10 @@ def sample(llm: Any, prompts: Sequence[str], sampling: Sampling) -> Batch:
         top_p=sampling.top_p,
         top_k=sampling.top_k if sampling.top_k > 0 else -1,
         max_tokens=sampling.max_tokens,
+        repetition_penalty=sampling.repetition_penalty,
+        presence_penalty=sampling.presence_penalty,
+        frequency_penalty=sampling.frequency_penalty,
+        min_p=sampling.min_p,
         logprobs=0,
         seed=sampling.seed,
     )
@@ -106,7 +126,8 @@ def sample(llm: Any, prompts: Sequence[str], sampling: Sampling) -> Batch:
 
 
 def effective_config(llm: Any, sampling: Sampling) -> dict[str, Any]:
-    """The parity-relevant configuration read back from the running engine, plus sampling."""
+    """The parity-relevant configuration read back from the running engine, plus sampling
+    (the penalties and min_p always, neutral or not, so two reports compare key by key)."""
     found = engine_config(llm)
     config: dict[str, Any] = {"name": found.pop("engine", "vllm")}
     config.update(found)
@@ -118,6 +139,7 @@ def effective_config(llm: Any, sampling: Sampling) -> dict[str, Any]:
             "max_tokens": sampling.max_tokens,
             "n": sampling.samples,
             "seed": sampling.seed,
+            **{name: getattr(sampling, name) for name in NEUTRAL},
         }
     )
     return config

@@ -10,6 +10,12 @@ Defaults, from measurements and the field (METRICS.md, "Healthy magnitudes"):
   k3 = 1e-3 over 1,000 tokens); raw logprobs at temperature ≠ 1 shift it by hundreds to
   thousands — the write-ups' "ratio drift".
 A non-finite value always fails: NaN is a broken engine, not a pass.
+
+A failure is explained by the settings known to cause one, the most likely first. A sampler-only
+setting off its neutral value (a repetition, presence or frequency penalty, min_p) comes before
+everything else: no trainer applies it, so the mismatch it causes is certain and present from the
+first step (a public GRPO run whose vLLM applied a repetition penalty its trainer did not logged
+a mean logp difference of 0.25 nats/token and importance ratios of 3e-5 … 0.06 throughout).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from collectors._parity._engine import NEUTRAL
 from collectors._parity._report import ParityReport, wire
 
 DEFAULT_MAX_K3 = 1e-3
@@ -39,7 +46,8 @@ class Exceeded:
 class GateResult:
     passed: bool
     exceeded: tuple[Exceeded, ...]
-    suspicious: dict[str, str]  # flattened config key -> why its value is suspect here
+    # flattened config key -> why its value is suspect here; the most likely cause first
+    suspicious: dict[str, str]
     limits: dict[str, float]
 
     def to_json(self) -> dict[str, Any]:
@@ -79,12 +87,14 @@ def evaluate(
 
 def suspicious(config: dict[str, Any]) -> dict[str, str]:
     """Settings of a parity config whose values are known to cause a mismatch, keyed by their
-    flattened name (`engine.logprobs_mode`), each with the reason in this configuration."""
+    flattened name (`engine.logprobs_mode`), each with the reason in this configuration, in
+    order of likelihood: sampler-only settings first, then the rest in the order of the
+    parity vocabulary (logprobs mode, prefix cache, head dtype, dtype)."""
     engine = config.get("engine", {})
     trainer_dtype = str(config.get("trainer", {}).get("dtype", "float32"))
     update = config.get("parity", {})
-    out: dict[str, str] = {}
     mode = str(engine.get("logprobs_mode") or "raw_logprobs")
+    out = sampler_only(engine, mode)
     temperature = float(engine.get("temperature", 1.0))
     top_p = float(engine.get("top_p", 1.0))
     top_k = int(engine.get("top_k", 0) or 0)
@@ -94,14 +104,6 @@ def suspicious(config: dict[str, Any]) -> dict[str, str]:
             "engine reports logprobs before these, the tokens were sampled after them; use "
             "processed_logprobs"
         )
-    head = str(engine.get("head_dtype", ""))
-    if head and head != trainer_dtype:
-        out["engine.head_dtype"] = (
-            f"lm_head in {head} on the engine, {trainer_dtype} in the trainer"
-        )
-    dtype = str(engine.get("dtype", ""))
-    if dtype and dtype != trainer_dtype:
-        out["engine.dtype"] = f"engine weights in {dtype}, trainer in {trainer_dtype}"
     weight_update = str(update.get("weight_update", "none"))
     if (
         engine.get("enable_prefix_caching")
@@ -111,5 +113,41 @@ def suspicious(config: dict[str, Any]) -> dict[str, str]:
         out["engine.enable_prefix_caching"] = (
             "prefix caching on and not reset after the weight update: cached prompt state "
             "from the old weights is reused"
+        )
+    head = str(engine.get("head_dtype", ""))
+    if head and head != trainer_dtype:
+        out["engine.head_dtype"] = (
+            f"lm_head in {head} on the engine, {trainer_dtype} in the trainer"
+        )
+    dtype = str(engine.get("dtype", ""))
+    if dtype and dtype != trainer_dtype:
+        out["engine.dtype"] = f"engine weights in {dtype}, trainer in {trainer_dtype}"
+    return out
+
+
+_WHAT = {
+    "repetition_penalty": "it scales the logits of tokens already in the prompt or completion",
+    "presence_penalty": "it shifts the logits of tokens already in the completion",
+    "frequency_penalty": "it shifts each token's logit by how often the completion has it",
+    "min_p": "it drops tokens below min_p × the top probability and renormalises the rest",
+}
+
+
+def sampler_only(engine: dict[str, Any], mode: str) -> dict[str, str]:
+    """The sampler-only settings off their neutral value, each with why it is suspect."""
+    out: dict[str, str] = {}
+    for name, neutral in NEUTRAL.items():
+        value = engine.get(name)
+        if value is None or float(value) == neutral:
+            continue
+        seen = (
+            "the engine's raw logprobs leave it out, yet the tokens were sampled with it"
+            if mode.startswith("raw")
+            else "the engine's logprobs are of a distribution the trainer never computes"
+        )
+        out[f"engine.{name}"] = (
+            f"{name}={float(value):g} is applied by the sampler and not by the trainer: "
+            f"{_WHAT[name]}, so {seen} — a mismatch from the first step; set it to "
+            f"{neutral} or apply it in the trainer's logprobs too"
         )
     return out

@@ -7,6 +7,10 @@ vLLM's "processed" logprobs mean exactly this (top-k first, then top-p over what
 smallest tokens dropped while their cumulative mass stays within 1 − p). A trainer that skipped
 the renormalisation would be off by log(kept mass) per token: a real trap, but not the engine's.
 
+The sampler-only settings — repetition, presence and frequency penalties, min_p — are never
+applied here, on purpose: real trainers do not apply them either, so a check run with one set
+shows the mismatch that setting causes in training.
+
 torch and transformers are imported inside the functions: the collectors import without them.
 """
 

@@ -43,6 +43,41 @@ MaxDev = Annotated[
         "Sampling noise stays near 10; raw logprobs at temperature != 1 reach thousands.",
     ),
 ]
+_SAMPLER_ONLY = (
+    "Sampler-only: vLLM applies it, the trainer's side of the check never does (nor do real "
+    "trainers), so a value other than {neutral} reproduces the mismatch it causes in training."
+)
+RepetitionOpt = Annotated[
+    float,
+    Opt(
+        min=0.0,
+        help="vLLM repetition_penalty (1.0: off). " + _SAMPLER_ONLY.format(neutral="1.0"),
+    ),
+]
+PresenceOpt = Annotated[
+    float,
+    Opt(
+        min=-2.0,
+        max=2.0,
+        help="vLLM presence_penalty (0.0: off). " + _SAMPLER_ONLY.format(neutral="0.0"),
+    ),
+]
+FrequencyOpt = Annotated[
+    float,
+    Opt(
+        min=-2.0,
+        max=2.0,
+        help="vLLM frequency_penalty (0.0: off). " + _SAMPLER_ONLY.format(neutral="0.0"),
+    ),
+]
+MinPOpt = Annotated[
+    float,
+    Opt(
+        min=0.0,
+        max=1.0,
+        help="vLLM min_p (0.0: off). " + _SAMPLER_ONLY.format(neutral="0.0"),
+    ),
+]
 PromptsOpt = Annotated[
     Path | None, Opt(help="JSONL: one string or {'prompt': ...} per line (default: built-in)")
 ]
@@ -74,6 +109,10 @@ def parity_command(
     temperature: Annotated[float, Opt(min=0.0)] = 1.0,
     top_p: Annotated[float, Opt(min=0.0, max=1.0)] = 1.0,
     top_k: Annotated[int, Opt(min=0, help="0: off")] = 0,
+    repetition_penalty: RepetitionOpt = 1.0,
+    presence_penalty: PresenceOpt = 0.0,
+    frequency_penalty: FrequencyOpt = 0.0,
+    min_p: MinPOpt = 0.0,
     seed: int = 0,
     logprobs_mode: Annotated[LogprobsMode, Opt(help="What vLLM reports")] = "processed_logprobs",
     prefix_caching: PrefixOpt = None,
@@ -116,6 +155,10 @@ def parity_command(
         temperature=temperature,
         top_p=top_p,
         top_k=top_k,
+        repetition_penalty=repetition_penalty,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        min_p=min_p,
         max_tokens=max_tokens,
         samples=samples,
         seed=seed,

@@ -1,7 +1,8 @@
 """What `mismatch parity` prints: the per-phase table, buckets, worst tokens, the effective
 engine config, and — when the gate fails — the thresholds exceeded followed by the
-parity-relevant settings, the suspicious ones first (in the order and with the reasons of the
-config-diff vocabulary, `server.domain.parity.PARITY_KEYS`).
+parity-relevant settings: the suspicious ones first, most likely cause first (the gate's order:
+a sampler-only penalty or min_p before the logprobs mode), then the others in the order and with
+the reasons of the config-diff vocabulary, `server.domain.parity.PARITY_KEYS`.
 
 Pure functions from a report to lines of text, so they are tested without an engine.
 """
@@ -119,11 +120,13 @@ def explain(report: ParityReport, gate: GateResult) -> list[str]:
 
 def settings(report: ParityReport, gate: GateResult) -> list[tuple[str, str, str]]:
     """(flattened key, value, why it is suspect or "") for the parity-relevant settings of the
-    report's config: suspicious first, each group in PARITY_KEYS order."""
+    report's config: suspicious first in the gate's order (most likely cause first), then the
+    others in PARITY_KEYS order."""
+    likely = {key: i for i, key in enumerate(gate.suspicious)}
     rows = []
     for key, value in flatten(report.config()).items():
         leaf = key.rsplit(".", 1)[-1]
         if leaf in _RANK:
             rows.append((key, value, gate.suspicious.get(key, "")))
-    rows.sort(key=lambda r: (not r[2], _RANK[r[0].rsplit(".", 1)[-1]], r[0]))
+    rows.sort(key=lambda r: (likely.get(r[0], len(likely)), _RANK[r[0].rsplit(".", 1)[-1]], r[0]))
     return rows
