@@ -16,8 +16,9 @@ its own:
   10,000 healthy-regime steps (distinct stored steps of healthy runs plus collapse prefixes),
   counted by severity (warning, critical; info apart);
 - detection: a collapse run is detected when a rule watching vllm-kl (the family or k3_kl, the
-  collapse precursor included, whichever member the rendering logs) fires at or after onset and no later than the explosion step +
-  GRACE_STEPS; an alert already open before onset does not announce the collapse;
+  collapse precursor included, through whichever member the rendering logs) fires at or after
+  onset and no later than the explosion step + GRACE_STEPS; an alert already open before onset
+  does not announce the collapse;
 - lead time: explosion step − step of the first k3 alert at or after onset, over detected runs
   (median and 10th percentile, linear interpolation);
 - placebo detection: the share of collapse runs where a k3 rule fires in a window as long as the
@@ -26,7 +27,10 @@ its own:
   alert at or after onset comes before the explosion step (the target's figure);
 - mismatched from step 1: the share of those runs that a mismatch rule (one on a signal
   family or a member, the precursor included) alerts on, warning or critical, by their
-  MISMATCH_BY-th (10th) logged step; missed runs are listed with their drawn levels.
+  MISMATCH_BY-th (10th) logged step, over the runs the rendering *carries*: those whose
+  signals, on some family's scale, pass the rendering's own healthy 99.9th percentile over
+  their first 10 steps (no level can tell the others from a healthy run; they are listed apart,
+  with whether they were alerted anyway). Missed runs are listed with their drawn levels.
 
 Each rendering also says where its signals sit on their family's scale (healthy quantiles, the
 smallest per-run median of each mismatch scenario): the numbers a threshold or a conversion
@@ -46,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from collections import Counter, defaultdict
@@ -240,11 +245,14 @@ class _Tally:
     false_metrics: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     mismatch: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     mismatch_missed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    uncarried: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    carried: Mapping[str, bool] = field(default_factory=dict)
 
-    def add_mismatch(self, t: Truth, events: Sequence[Event]) -> None:
+    def add_mismatch(self, t: Truth, events: Sequence[Event], carried: bool) -> None:
         assert t.scenario is not None and t.deadline is not None
         tally = self.mismatch[t.scenario]
         tally["runs"] += 1
+        tally["carried"] += carried
         first = next(
             (
                 e
@@ -256,15 +264,20 @@ class _Tally:
             ),
             None,
         )
-        if first is None:
+        tally["alerted_all"] += first is not None
+        if not carried:
+            said = "alerted" if first else "not alerted"
+            self.uncarried[t.scenario].append(f"{t.run_id} ({t.headline}; {said})")
+        elif first is None:
             self.mismatch_missed[t.scenario].append(f"{t.run_id} ({t.headline})")
         else:
             tally["alerted"] += 1
+        if first is not None:
             tally[f"first: {first.rule} on {first.metric}"] += 1
 
     def add(self, t: Truth, events: Sequence[Event]) -> None:
         if t.kind == "mismatch":
-            self.add_mismatch(t, events)
+            self.add_mismatch(t, events, self.carried.get(t.run_id, True))
             return
         level = self.by_level[_level(t.level) or "unknown"]
         level["steps"] += t.healthy_steps
@@ -301,15 +314,22 @@ def score(
     pack: Sequence[Spec],
     *,
     grace: int = GRACE_STEPS,
+    carried: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
-    """Pack and per-rule figures from each trace's truth and the events replay raised for it."""
-    tally = _Tally(k3_rules(pack), mismatch_rules(pack), grace)
+    """Pack and per-rule figures from each trace's truth and the events replay raised for it.
+
+    `carried` says, by run id, whether a mismatched run's signals leave the healthy range at
+    all (see `carried_runs`); the target's share counts those only (all runs when not given),
+    and the others are listed apart with whether they were alerted anyway."""
+    tally = _Tally(k3_rules(pack), mismatch_rules(pack), grace, carried=carried or {})
     for t, events in outcomes:
         tally.add(t, events)
     steps = sum(t.healthy_steps for t, _ in outcomes)
     collapse = sum(1 for t, _ in outcomes if t.kind == "collapse")
-    mismatched = sum(c["runs"] for c in tally.mismatch.values())
+    mismatched = sum(c["carried"] for c in tally.mismatch.values())
     alerted = sum(c["alerted"] for c in tally.mismatch.values())
+    runs = sum(c["runs"] for c in tally.mismatch.values())
+    alerted_all = sum(c["alerted_all"] for c in tally.mismatch.values())
     severity = {spec["name"]: spec.get("severity", "warning") for spec in pack}
     names = [spec["name"] for spec in pack if spec["kind"] != "stalled"]
     return {
@@ -321,13 +341,17 @@ def score(
             round(tally.before_explosion / collapse, 4) if collapse else None
         ),
         "mismatch_alerted_by_step_10": round(alerted / mismatched, 4) if mismatched else None,
+        "mismatch_all_alerted_by_step_10": round(alerted_all / runs, 4) if runs else None,
         "mismatch": {
             scenario: {
                 "runs": c["runs"],
+                "carried": c["carried"],
                 "alerted": c["alerted"],
-                "rate": round(c["alerted"] / c["runs"], 4),
+                "rate": round(c["alerted"] / c["carried"], 4) if c["carried"] else None,
+                "alerted_all": c["alerted_all"],
                 "first_alerts": {k[7:]: v for k, v in sorted(c.items()) if k.startswith("first")},
                 "missed": tally.mismatch_missed[scenario],
+                "not_carried": tally.uncarried[scenario],
             }
             for scenario, c in sorted(tally.mismatch.items())
         },
@@ -384,8 +408,9 @@ class Levels:
     def __init__(self) -> None:
         self.healthy: dict[str, list[np.ndarray]] = defaultdict(list)
         self.runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.medians: dict[str, dict[str, float]] = defaultdict(dict)  # run id -> signal -> x
 
-    def add(self, trace: Trace) -> None:
+    def add(self, trace: Trace, run_id: str) -> None:
         for family in signals.FAMILIES:
             signal = signals.strongest(family, trace.metrics)
             if signal is None:
@@ -396,9 +421,25 @@ class Levels:
             if trace.kind == "mismatch":
                 median = float(np.median(scaled[:MISMATCH_BY]))
                 self.runs[(name, trace.scenario or "")].append(median)
+                self.medians[run_id][name] = median
             else:
                 cut = len(steps) if trace.onset is None else int((steps < trace.onset).sum())
                 self.healthy[name].append(scaled[:cut])
+
+    def carried_runs(self) -> dict[str, bool]:
+        """Whether each mismatched run is carried by the signals its rendering logs: the median
+        of its first MISMATCH_BY steps passes, on some family's scale, the 99.9th percentile
+        of the same signal over the healthy steps. A run that no signal lifts out of the
+        healthy range cannot be told from a healthy run by any level, whatever the rule."""
+        bound = {
+            name: float(np.percentile(np.concatenate(parts), 99.9))
+            for name, parts in self.healthy.items()
+            if sum(len(p) for p in parts)
+        }
+        return {
+            run: any(x > bound.get(name, math.inf) for name, x in medians.items())
+            for run, medians in self.medians.items()
+        }
 
     def summary(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -437,11 +478,12 @@ def evaluate(
         for fw in frameworks:
             for trace in traces:
                 rendered = render(trace, fw)
-                outcomes[fw].append((truth(rendered, f"{seed}/"), replay(rendered, pack)))
-                levels[fw].add(rendered)
+                t = truth(rendered, f"{seed}/")
+                outcomes[fw].append((t, replay(rendered, pack)))
+                levels[fw].add(rendered, t.run_id)
     out = {}
     for fw in frameworks:
-        figures = score(outcomes[fw], pack)
+        figures = score(outcomes[fw], pack, carried=levels[fw].carried_runs())
         figures["signal_levels"] = levels[fw].summary()
         figures["targets"] = verdicts(figures)
         figures["pass"] = all(v["pass"] for v in figures["targets"].values())
@@ -457,6 +499,14 @@ def run(traces: Sequence[Trace], pack: Sequence[Spec], framework: str = "ours") 
 
 def _cell(value: float | None, fmt: str = "{:.3g}") -> str:
     return "—" if value is None else fmt.format(value)
+
+
+def _scenario_cell(m: Mapping[str, Any] | None) -> str:
+    """alerted/carried, and (alerted/all) where some runs are not carried."""
+    if m is None:
+        return "—"
+    cell = f"{m['alerted']}/{m['carried']}"
+    return cell if m["carried"] == m["runs"] else f"{cell} ({m['alerted_all']}/{m['runs']})"
 
 
 def table(renderings: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -475,10 +525,7 @@ def table(renderings: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 _cell(f["detected_before_explosion"], "{:.0%}"),
                 _cell(f["lead_steps_median"], "{:.1f}"),
                 _cell(f["mismatch_alerted_by_step_10"], "{:.0%}"),
-                *(
-                    f"{mismatch[s]['alerted']}/{mismatch[s]['runs']}" if s in mismatch else "—"
-                    for s in scenarios
-                ),
+                *(_scenario_cell(mismatch.get(s)) for s in scenarios),
                 "yes" if f["pass"] else "NO",
             ]
         )
@@ -502,9 +549,11 @@ def _details(name: str, f: Mapping[str, Any]) -> list[str]:
             lines.append(f"  false: {rule} ({r['severity']}) {r['false_alarms']} "
                          f"= {per_10k}/10k on {metrics}")  # fmt: skip
     for scenario, m in f["mismatch"].items():
-        lines.append(f"  {scenario}: {m['alerted']}/{m['runs']} by step {MISMATCH_BY}, first "
+        lines.append(f"  {scenario}: {m['alerted']}/{m['carried']} carried runs alerted by step "
+                     f"{MISMATCH_BY} ({m['alerted_all']}/{m['runs']} in all), first "
                      f"{m['first_alerts']}")  # fmt: skip
         lines.extend(f"    missed {run}" for run in m["missed"])
+        lines.extend(f"    not carried {run}" for run in m["not_carried"])
     for signal, levels in f["signal_levels"].items():
         lines.append(f"  {signal}: {levels}")
     return lines

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from benchmarks.alarm_quality import (
     REPORT_SEEDS,
     TUNING_SEEDS,
     Event,
+    Levels,
     Truth,
     default_pack,
     k3_rules,
@@ -287,6 +289,33 @@ def test_mismatch_run_counts_as_alerted_only_by_a_warning_or_critical_by_its_dea
     assert figures["false_alarms_per_10k_steps"] == 0.0
 
 
+def test_mismatch_run_no_signal_carries_is_listed_apart_not_counted_as_missed() -> None:
+    ratio = {"name": "ratio drift", "kind": "threshold", "metric": signals.RATIO,
+             "severity": "warning"}  # fmt: skip
+    runs = [Truth(f"m{i}", "mismatch", 0, scenario="pen", deadline=10) for i in range(3)]
+    figures = score(
+        [(runs[0], [_fire(ratio, 4)]), (runs[1], []), (runs[2], [_fire(ratio, 9)])],
+        [ratio],
+        carried={"m0": True, "m1": False, "m2": False},
+    )
+    assert figures["mismatch_alerted_by_step_10"] == 1.0  # the one carried run
+    assert figures["mismatch_all_alerted_by_step_10"] == pytest.approx(2 / 3, abs=1e-4)
+    pen = figures["mismatch"]["pen"]
+    assert (pen["runs"], pen["carried"], pen["alerted"], pen["alerted_all"]) == (3, 1, 1, 2)
+    assert pen["missed"] == []
+    assert pen["not_carried"] == ["m1 (; not alerted)", "m2 (; alerted)"]
+
+
+def test_mismatch_run_is_carried_when_its_signal_passes_the_healthy_tail() -> None:
+    levels = Levels()
+    healthy = _hand_trace(list(range(1, 1001)), [1e-3] * 999 + [2e-2], [1000])
+    levels.add(healthy, "h")  # k3: healthy 99.9th percentile ≈ 1e-3 … 2e-2
+    for run_id, k3 in (("above", 5e-2), ("inside", 1e-3)):
+        trace = _hand_trace(list(range(1, 31)), [k3] * 30, [30])
+        levels.add(replace(trace, kind="mismatch", scenario="quantized"), run_id)
+    assert levels.carried_runs() == {"above": True, "inside": False}
+
+
 def test_mismatch_deadline_is_the_tenth_distinct_logged_step() -> None:
     trace = mismatch_trace(np.random.default_rng(4), "m", "quantized")
     distinct = sorted(set(trace.steps.tolist()))
@@ -444,8 +473,13 @@ def test_small_benchmark_prints_every_key_with_sane_types(
     for figures in out["renderings"].values():
         for key in ("false_alarms_per_10k_steps", "critical_false_alarms_per_10k_steps"):
             assert isinstance(figures[key], float) and figures[key] >= 0
-        for key in ("detection_rate", "detected_before_explosion", "mismatch_alerted_by_step_10"):
-            assert 0.0 <= figures[key] <= 1.0
+        for key in (
+            "detection_rate",
+            "detected_before_explosion",
+            "mismatch_alerted_by_step_10",
+            "mismatch_all_alerted_by_step_10",
+        ):
+            assert figures[key] is not None and 0.0 <= figures[key] <= 1.0
         for key in ("lead_steps_median", "lead_steps_p10"):
             assert figures[key] is None or isinstance(figures[key], float)
         assert set(figures["per_rule"]) == {s["name"] for s in PACK if s["kind"] != "stalled"}
