@@ -28,9 +28,10 @@ its own:
 - mismatched from step 1: the share of those runs that a mismatch rule (one on a signal
   family or a member, the precursor included) alerts on, warning or critical, by their
   MISMATCH_BY-th (10th) logged step, over the runs the rendering *carries*: those whose
-  signals, on some family's scale, pass the rendering's own healthy 99.9th percentile over
-  their first 10 steps (no level can tell the others from a healthy run; they are listed apart,
-  with whether they were alerted anyway). Missed runs are listed with their drawn levels.
+  signals, on some family's scale (a logged ratio no family reads counts too), pass the
+  rendering's own healthy 99.9th percentile over their first 10 steps (no level can tell the
+  others from a healthy run; they are listed apart, with whether they were alerted anyway).
+  Missed runs are listed with their drawn levels.
 
 Each rendering also says where its signals sit on their family's scale (healthy quantiles, the
 smallest per-run median of each mismatch scenario): the numbers a threshold or a conversion
@@ -411,13 +412,18 @@ class Levels:
         self.medians: dict[str, dict[str, float]] = defaultdict(dict)  # run id -> signal -> x
 
     def add(self, trace: Trace, run_id: str) -> None:
+        read: list[tuple[str, np.ndarray, np.ndarray]] = []
         for family in signals.FAMILIES:
             signal = signals.strongest(family, trace.metrics)
-            if signal is None:
-                continue
-            steps, values = first_values(trace.steps, trace.metrics[signal.metric])
-            scaled = np.abs([signal.to_scale(v) for v in values.tolist()])
-            name = f"{family} via {signal.metric}"
+            if signal is not None:
+                steps, values = first_values(trace.steps, trace.metrics[signal.metric])
+                scaled = np.abs([signal.to_scale(v) for v in values.tolist()])
+                read.append((f"{family} via {signal.metric}", steps, scaled))
+        for metric in trace.metrics:  # logged, but no family reads it: |x − 1| × 1e4
+            if metric.startswith("ratio_mean@") and metric not in signals.BY_METRIC:
+                steps, values = first_values(trace.steps, trace.metrics[metric])
+                read.append((f"unread {metric} (|x − 1| × 1e4)", steps, np.abs(values - 1) * 1e4))
+        for name, steps, scaled in read:
             if trace.kind == "mismatch":
                 median = float(np.median(scaled[:MISMATCH_BY]))
                 self.runs[(name, trace.scenario or "")].append(median)
@@ -428,9 +434,11 @@ class Levels:
 
     def carried_runs(self) -> dict[str, bool]:
         """Whether each mismatched run is carried by the signals its rendering logs: the median
-        of its first MISMATCH_BY steps passes, on some family's scale, the 99.9th percentile
-        of the same signal over the healthy steps. A run that no signal lifts out of the
-        healthy range cannot be told from a healthy run by any level, whatever the rule."""
+        of its first MISMATCH_BY steps passes, on some family's scale (or as a ratio's
+        deviation, for a ratio no family reads), the 99.9th percentile of the same signal over
+        the healthy steps. A run that no signal lifts out of the healthy range cannot be told
+        from a healthy run by any level, whatever the rule; one carried only by a signal no
+        family reads is a member the family lacks."""
         bound = {
             name: float(np.percentile(np.concatenate(parts), 99.9))
             for name, parts in self.healthy.items()
