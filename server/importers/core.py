@@ -164,13 +164,17 @@ class RunPlan:
     kept: set[str]
     skipped: dict[str, str]
     steps_out_of_range: int = 0
+    checked: list[Any] | None = None  # the records as the contract parsed them (`writer.check`)
+
+    def start(self, after: int | None) -> int:
+        """The index of the first record at step `after` or later (0 when None)."""
+        if after is None:
+            return 0
+        return bisect.bisect_left([r["step"] for r in self.records], after)
 
     def batches(self, size: int, *, after: int | None = None) -> Iterator[list[dict[str, Any]]]:
         """The records from step `after` on (all when None), `size` at a time."""
-        start = 0
-        if after is not None:
-            start = bisect.bisect_left([r["step"] for r in self.records], after)
-        for i in range(start, len(self.records), size):
+        for i in range(self.start(after), len(self.records), size):
             yield self.records[i : i + size]
 
 
