@@ -274,12 +274,17 @@ class Run:
 
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self, timeout: float = 10.0) -> bool:
+        """Deliver what was logged and replay the spool within `timeout`, trying the server at
+        once whatever its back-off; True when nothing is left to send. What is left is logged
+        once (a WARNING naming the spool's directory and the number of steps)."""
         return self._worker.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> bool:
+        """`flush`, then stop the upload; the exit hook does this for every open run."""
         return self._worker.close(timeout)
 
     def stats(self) -> dict[str, Any]:
+        """Counters since start; `spooled_steps` is how many steps the spool still holds."""
         return self._worker.stats()
 
     def __enter__(self) -> Run:

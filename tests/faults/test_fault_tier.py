@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 RUNS = 4
 ACTORS = 4
 MiB = 1 << 20
-MEMORY_HEADROOM = 384 * MiB
+MEMORY_HEADROOM = 256 * MiB  # measured: +83 MiB on DuckDB, +15 MiB on PostgreSQL
 TRAINER = Path(__file__).with_name("trainer.py")
 FIELDS = ("rule_id", "rule_name", "metric", "source", "actor", "step", "threshold")
 
