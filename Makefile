@@ -9,6 +9,17 @@ DB     ?= mismatch.duckdb
 PORT   ?= 8765
 # The demo's trainer. torch 2.13.0 matches the vLLM CPU build used in tests.
 TORCH  ?= torch==2.13.0
+# Test workers (pytest-xdist). Most of a test's time is spent waiting on a real server,
+# database or browser, so one worker more than there are cores keeps the cores busy; capped at
+# 8, since each worker runs its own PostgreSQL cluster and Chromium. WORKERS=0: one process.
+CORES   := $(shell nproc 2>/dev/null || echo 2)
+WORKERS ?= $(shell n=$$(( $(CORES) + 1 )); [ $$n -gt 8 ] && n=8; echo $$n)
+# loadgroup: the real-vLLM tests share one worker (one engine at a time), and a module with
+# module-scoped fixtures stays on one (tests/conftest.py). pytest-randomly shuffles the order;
+# its seed is printed at the top, `make test PYTEST_ARGS=--randomly-seed=N` replays it.
+# Exit status 5 (no tests collected) fails like any other.
+PYTEST_ARGS ?=
+PYTEST = $(VENV)/bin/pytest -n $(WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
 
 .PHONY: run serve demo test test-fast lint format deps-system venv venv-test clean
 
@@ -39,11 +50,11 @@ test: deps-system venv-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest
+	$(PYTEST)
 
-# Without the real-vLLM, browser and PostgreSQL tiers.
+# The inner loop: without the real-vLLM, browser and PostgreSQL tiers.
 test-fast: venv-test
-	$(VENV)/bin/pytest -m "not vllm and not browser and not postgres"
+	$(PYTEST) -m "not vllm and not browser and not postgres"
 
 lint:
 	$(VENV)/bin/ruff check --fix .

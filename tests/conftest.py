@@ -21,6 +21,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,14 +102,18 @@ class ServerProcess:
         that another process took meanwhile (parallel workers) is chosen anew."""
         # A restart keeps its port: clients were told this one.
         rechoose = self._port_chosen and self.proc is None
-        for _ in range(3):
-            if self._launch(timeout):
-                return self
-            if not rechoose:
-                break
-            self.port = free_port()
-            self.url = f"http://{self._host or '127.0.0.1'}:{self.port}"
-        raise RuntimeError(f"server exited with {self.returncode()}:\n{self.log()}")
+        try:
+            for _ in range(3):
+                if self._launch(timeout):
+                    return self
+                if not rechoose:
+                    break
+                self.port = free_port()
+                self.url = f"http://{self._host or '127.0.0.1'}:{self.port}"
+            raise RuntimeError(f"server exited with {self.returncode()}:\n{self.log()}")
+        except BaseException:
+            self._close_log()
+            raise
 
     def returncode(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
@@ -207,6 +212,55 @@ class ServerProcess:
         return response.json()
 
 
+# -- running in parallel (pytest-xdist) -----------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup`: the real-vLLM tests share one worker (one engine at a time on
+    the machine), and a module with module- or class-scoped fixtures (a seeded server, a shared
+    deployment, an engine) stays on one worker, so that its fixtures are built once, not once per
+    worker. Every other test goes to whichever worker is free. The longest work is handed out
+    first (vLLM, then slow and browser tests), so that it does not start last and run alone; the
+    order within each kind stays pytest-randomly's."""
+    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", 0):
+        return
+    items.sort(key=_first_the_longest)
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker(pytest.mark.xdist_group("vllm"))
+        elif _shares_fixtures_beyond_a_test(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _first_the_longest(item: pytest.Item) -> int:
+    if item.get_closest_marker("vllm") is not None:
+        return 0
+    if item.get_closest_marker("slow") or item.get_closest_marker("browser"):
+        return 1
+    return 2
+
+
+def _shares_fixtures_beyond_a_test(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        definition.scope in ("module", "class", "package")
+        and definition.argname != "_flask_proxies_resolve_beside_vllm"
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """This process's Chromium (tests/dashboard/chromium.py), if a test started one."""
+    chromium = sys.modules.get("tests.dashboard.chromium")
+    if chromium is not None:
+        chromium.close_shared()
+
+
 @pytest.fixture(autouse=True)
 def _no_monitor_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests see none of the developer's `MISMATCH_*` settings (a CLI test must never talk to
@@ -216,20 +270,39 @@ def _no_monitor_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-@pytest.fixture
-def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+@contextmanager
+def _servers(directory: Path) -> Iterator[Callable[..., ServerProcess]]:
     started: list[ServerProcess] = []
 
     def factory(
         db: str | Path | None = None, *, start: bool = True, **kwargs: Any
     ) -> ServerProcess:
-        server = ServerProcess(db or tmp_path / "monitor.duckdb", log_dir=tmp_path, **kwargs)
+        server = ServerProcess(db or directory / "monitor.duckdb", log_dir=directory, **kwargs)
         started.append(server)
         return server.start() if start else server
 
-    yield factory
-    for server in started:
-        server.stop()
+    try:
+        yield factory
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    with _servers(tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture(scope="module")
+def module_server_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ServerProcess]]:
+    """`server_factory` for the tests of one module to share: for servers whose tests only read
+    what the module seeded, or write under run and project ids of their own. Starting and seeding
+    a server costs seconds; a module's tests then run on one worker (see above)."""
+    with _servers(tmp_path_factory.mktemp("module-servers")) as factory:
+        yield factory
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------

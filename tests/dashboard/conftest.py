@@ -1,5 +1,6 @@
 """Real headless Chromium (the Debian package; browser downloads fail here) for the dashboard
-tests: one browser per module, a fresh context per test with dialogs recorded."""
+tests: one browser per test process (xdist worker), a fresh context per test with dialogs
+recorded."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 from tests.dashboard.chromium import launched
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
     with launched() as browser:
         yield browser
 

@@ -17,9 +17,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 
 
-@pytest.fixture
-def seeded(server_factory: Any) -> Any:
-    server = server_factory()
+@pytest.fixture(scope="module")
+def seeded(module_server_factory: Any) -> Any:
+    """The seeded runs, shared by the module's tests: they only read them."""
+    server = module_server_factory()
     seed(server)
     return server
 
@@ -79,7 +80,8 @@ def test_run_page_draws_panels_with_nonfinite_markers(seeded: Any, page: Any) ->
     shot(page, "run")
 
 
-def test_live_run_grows_without_reload(seeded: Any, page: Any) -> None:
+def test_live_run_grows_without_reload(server_factory: Any, page: Any) -> None:
+    seeded = server_factory()  # its own server: the shared one's runs page lists the seed only
     seeded.post(
         "/api/v1/ingest",
         run_body(

@@ -66,9 +66,10 @@ def _resumed_run(server: Any) -> None:
         assert server.post("/api/v1/ingest", body).status_code == 200, body["run"]["id"]
 
 
-@pytest.fixture
-def seeded(server_factory: Any) -> Any:
-    server = server_factory()
+@pytest.fixture(scope="module")
+def seeded(module_server_factory: Any) -> Any:
+    """Shared by the module's tests: they only read the seeded runs."""
+    server = module_server_factory()
     seed(server)
     _resumed_run(server)
     return server

@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 from tests.dashboard.chromium import launched
 from tests.dashboard.test_browser import wait_plots
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.browser]  # both engines end in real Chromium
 STEPS = 4
 
 

