@@ -49,6 +49,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/alerts"): "read",
     ("POST", "/api/v1/maintenance/retention"): "admin",
     ("POST", "/api/v1/rules/backtest"): "read",
+    ("POST", "/api/v1/rules/defaults"): "admin",
     ("GET", "/api/v1/projects/{project}/reference"): "read",
     ("PUT", "/api/v1/projects/{project}/reference"): "admin",
 }
@@ -77,6 +78,7 @@ def body_for(method: str, path: str) -> Any:
         ("POST", "/api/v1/receivers"): {"project": "alpha", "url": "http://127.0.0.9:9/x"},
         ("POST", "/api/v1/silences"): {"project": "alpha", "until": time.time() + 60},
         ("POST", "/api/v1/rules/backtest"): {"run": ALPHA_RUN, "project": "alpha"},
+        ("POST", "/api/v1/rules/defaults"): {"project": "alpha"},
         ("PUT", "/api/v1/projects/{project}/reference"): {"run": ALPHA_RUN},
         ("POST", "/api/v1/maintenance/retention"): {
             "project": "alpha",
