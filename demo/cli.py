@@ -48,7 +48,7 @@ def demo(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from demo.engines import vllm_available
-    from demo.loop import SCENARIOS, run_scenario
+    from demo.loop import SCENARIOS, run_scenario, summarise
     from demo.tinymodel import build_tiny_model
 
     chosen = list(SCENARIOS) if scenario == "all" else [scenario]
@@ -68,7 +68,7 @@ def demo(
     typer.echo(
         f"engine: {engine}; scenarios: {', '.join(chosen)}; {steps} steps each; server {url}"
     )
-    finals = []
+    summaries = []
     with Progress(
         TextColumn("{task.description:<14}"),
         BarColumn(),
@@ -89,22 +89,31 @@ def demo(
                 timings=timings,
                 on_step=partial(_advance, bar, task),
             )
-            finals.append(reports[-1])
-    _summary(finals, timings, time.perf_counter() - started)
+            summaries.append(summarise(reports))
+    _summary(summaries, timings, time.perf_counter() - started)
     view = urls.compare_view(
         [f"{run_prefix}-{n}" for n in chosen], reference=f"{run_prefix}-parity", metric="k3_kl"
     )
     typer.echo(f"compare: {urls.absolute(url, view)}")
 
 
-def _summary(finals: list[Any], timings: dict[str, float], total: float) -> None:
-    """Each scenario's last step, and where the wall time went."""
-    typer.echo("\nscenario        k3_kl      ratio_dev_1e4  rollout_clip_rate  reward")
-    for r in finals:
-        typer.echo(
-            f"{r.scenario:<15} {r.k3_kl:<10.3e} {r.ratio_dev_1e4:<14.1f} "
-            f"{r.rollout_clip_rate:<18.3f} "
-            f"{r.reward:.3f}"
-        )
+def _summary(summaries: list[Any], timings: dict[str, float], total: float) -> None:
+    """Each scenario's median over its steps (k3 with its range), and where the wall time went."""
+    typer.echo(summary_table(summaries))
     where = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(timings.items(), key=lambda kv: -kv[1]))
     typer.echo(f"\nwall time {total:.1f} s — {where}")
+
+
+def summary_table(summaries: list[Any]) -> str:
+    """The per-scenario table: medians over all steps, k3's range beside its median."""
+    lines = [
+        "\nmedian over each scenario's steps",
+        "scenario        k3_kl      k3_kl range            "
+        "ratio_dev_1e4  rollout_clip_rate  reward",
+    ]
+    for s in summaries:
+        lines.append(
+            f"{s.scenario:<15} {s.k3_kl:<10.3e} {s.k3_min:.1e} … {s.k3_max:<10.1e} "
+            f"{s.ratio_dev_1e4:<14.1f} {s.rollout_clip_rate:<18.3f} {s.reward:.3f}"
+        )
+    return "\n".join(lines)

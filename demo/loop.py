@@ -9,8 +9,9 @@ the running engine in place. Both collectors report to the monitor.
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,41 @@ class StepReport:
     rollout_clip_rate: float
     reward: float
     tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class ScenarioSummary:
+    """A scenario over all its steps: the median of each metric and the range of k3.
+
+    The last step alone misleads: once the toy policy turns near-deterministic, every
+    scenario's k3 falls towards zero, so the median over the run is what the scenario shows.
+    """
+
+    scenario: str
+    steps: int
+    k3_kl: float
+    k3_min: float
+    k3_max: float
+    ratio_dev_1e4: float
+    rollout_clip_rate: float
+    reward: float
+
+
+def summarise(reports: Sequence[StepReport]) -> ScenarioSummary:
+    """The median (and range of k3) over one scenario's steps."""
+    if not reports:
+        raise ValueError("no steps to summarise")
+    k3 = [r.k3_kl for r in reports]
+    return ScenarioSummary(
+        scenario=reports[0].scenario,
+        steps=len(reports),
+        k3_kl=statistics.median(k3),
+        k3_min=min(k3),
+        k3_max=max(k3),
+        ratio_dev_1e4=statistics.median(r.ratio_dev_1e4 for r in reports),
+        rollout_clip_rate=statistics.median(r.rollout_clip_rate for r in reports),
+        reward=statistics.median(r.reward for r in reports),
+    )
 
 
 def prompts(tokenizer: Any, count: int, *, long_prefix: bool) -> list[list[int]]:
