@@ -13,13 +13,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from server.alarms import ids, rules
+from server.alarms.defaults import PACK, seed_defaults
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.failures import error_key, errors_of
 from server.alarms.outbound import check_url
 from server.alarms.safe_http import TrialResult
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore, missing
-from server.domain.alarms import Alert, Receiver, ReceiverFormat, Rule, Silence
+from server.domain.alarms import (
+    Alert,
+    Receiver,
+    ReceiverFormat,
+    Rule,
+    Silence,
+    no_rules_note,
+)
 from server.domain.labels import InvalidLabelFilter, parse_optional
 from server.domain.rule_errors import RuleError
 from server.domain.rule_params import param_problems
@@ -55,10 +63,31 @@ class AlarmConfigService:
                 saved[rule_id] = error
         return saved
 
+    def rules_note(self, project: str) -> str | None:
+        """A sentence saying that `project` has no enabled rules; None when it has some."""
+        if any(r.enabled for r in self._store.rules(project)):
+            return None
+        return no_rules_note(project)
+
+    def install_defaults(
+        self, project: str, *, projects: Sequence[str] | None = None
+    ) -> list[Rule]:
+        """The default pack into `project` again, on purpose (after its rules were deleted);
+        rules of the pack it still has by name are left as they are."""
+        _writable(project, projects)
+        have = {r.name for r in self._store.rules(project)}
+        made = []
+        for spec in PACK:
+            if spec["name"] not in have:
+                made.append(self._store.save_rule(Rule(id=ids.rule(), project=project, **spec)))
+        self._service.reload()
+        return made
+
     def create_rule(self, *, projects: Sequence[str] | None = None, **fields: Any) -> Rule:
         rule = Rule(id=ids.rule(), **fields)
         _writable(rule.project, projects)
         check_rule(rule)
+        seed_defaults(self._store, rule.project)  # a project made by its first rule
         self._store.save_rule(rule)
         self._service.reload()
         return rule

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from server.alarms.defaults import seed_defaults
+from server.alarms.defaults import seed_defaults, seed_pending
 from server.alarms.evaluation import Evaluator
 from server.alarms.incidents import Grouping
 from server.alarms.recording import Recorder
@@ -41,6 +41,7 @@ class AlarmService:
         self.recorder = Recorder(store, self.evaluator, base_url=base_url, grouping=grouping)
         self.transitions = 0
         self.shared = not store.db.is_duckdb
+        seed_pending(store)  # projects made before they were given the pack when made
         self.reload()
 
     def reload(self) -> None:
@@ -115,7 +116,7 @@ class AlarmService:
         return keys
 
     def ensure_defaults(self, project: str) -> None:
-        """Give a new project the default rule pack."""
+        """Give a project the default rule pack, once (see `defaults.seed_defaults`)."""
         if seed_defaults(self.store, project):
             self.reload()
 

@@ -91,6 +91,19 @@ def rule_update(
     typer.echo(json.dumps(api(url, token, "PATCH", f"/api/v1/rules/{rule_id}", body)))
 
 
+@rule.command("defaults")
+def rule_defaults(
+    project: Annotated[str, typer.Option(help="The project to give the pack")],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Put the default rule pack into a project again (every project gets it once when it is
+    made; this brings back the pack's rules it no longer has, by name)."""
+    made = api(url, token, "POST", "/api/v1/rules/defaults", {"project": project})["data"]
+    typer.echo(f"{len(made)} rules added to {project}", err=True)
+    print_rows(made, ["id", "project", "name", "kind", "metric", "enabled"])
+
+
 @rule.command("delete")
 def rule_delete(rule_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
     """Delete a rule."""
@@ -237,6 +250,8 @@ def alarm_backtest(
     )
     for skipped in result["skipped"]:
         typer.echo(f"skipped {skipped['name']}: a stalled-run rule needs a live clock", err=True)
+    if result.get("note"):
+        typer.echo(result["note"], err=True)
     keys = ["rule_name", "severity", "metric", "source", "actor", "step", "value", "threshold"]
     print_rows(result["alerts"], [*keys, "state", "resolved_step"])
 

@@ -17,8 +17,10 @@ from server.domain.alarms import AlertState, Rule
 from server.domain.rule_errors import RuleError
 from server.schemas.alarms import (
     AlertOut,
+    AlertsOut,
     BacktestIn,
     BacktestOut,
+    DefaultsIn,
     ReceiverIn,
     ReceiverOut,
     ReceiverTestOut,
@@ -86,6 +88,7 @@ async def backtest_rules(
         records=result.records,
         alerts=alerts,
         count=len(alerts),
+        note=None if result.rules else alarms.config.rules_note(result.project),
     )
 
 
@@ -148,7 +151,7 @@ def delete_silence(silence_id: str, alarms: AlarmsDep, principal: AdminDep) -> N
     alarms.config.delete_silence(silence_id, projects=principal.readable_projects())
 
 
-@router.get("/alerts", response_model=ListOut[AlertOut])
+@router.get("/alerts", response_model=AlertsOut)
 def list_alerts(
     alarms: AlarmsDep,
     principal: ReaderDep,
@@ -156,7 +159,7 @@ def list_alerts(
     run: Annotated[str | None, Query(max_length=128)] = None,
     state: AlertState | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
-) -> ListOut[AlertOut]:
+) -> AlertsOut:
     found = alarms.config.list_alerts(
         project=project,
         run_id=run,
@@ -164,4 +167,17 @@ def list_alerts(
         limit=limit,
         projects=principal.readable_projects(),
     )
-    return ListOut(data=[AlertOut.model_validate(a) for a in found], count=len(found))
+    readable = principal.readable_projects()
+    asked = project or (readable[0] if readable is not None and len(readable) == 1 else None)
+    note = None if found or asked is None else alarms.config.rules_note(asked)
+    return AlertsOut(data=[AlertOut.model_validate(a) for a in found], count=len(found), note=note)
+
+
+@router.post("/rules/defaults", response_model=ListOut[RuleOut], status_code=201)
+def install_default_rules(
+    body: DefaultsIn, alarms: AlarmsDep, principal: AdminDep
+) -> ListOut[RuleOut]:
+    """Put the default rule pack into a project again, on purpose (a project gets it once when
+    it is made); rules of the pack it still has, by name, are left as they are."""
+    made = alarms.config.install_defaults(body.project, projects=principal.readable_projects())
+    return ListOut(data=[RuleOut.model_validate(r) for r in made], count=len(made))
