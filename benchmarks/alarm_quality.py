@@ -561,7 +561,11 @@ def _details(name: str, f: Mapping[str, Any]) -> list[str]:
                      f"{MISMATCH_BY} ({m['alerted_all']}/{m['runs']} in all), first "
                      f"{m['first_alerts']}")  # fmt: skip
         lines.extend(f"    missed {run}" for run in m["missed"])
-        lines.extend(f"    not carried {run}" for run in m["not_carried"])
+        if m["not_carried"]:
+            alerted = sum(run.endswith("; alerted)") for run in m["not_carried"])
+            count = len(m["not_carried"])
+            lines.append(f"    {count} not carried (every signal logged in its healthy range; "
+                         f"{alerted} alerted anyway), listed in --json")  # fmt: skip
     for signal, levels in f["signal_levels"].items():
         lines.append(f"  {signal}: {levels}")
     return lines
