@@ -37,7 +37,8 @@ of the remaining tokens), and our three metrics recomputed from the joined pictu
   component — the rollout still samples what it reports, so tok-mean(r) stays 1 — drawn from a
   mean |d| m log-uniform in 0.02 … 0.3 and a TRL sequence ratio mean ρ in 0.3 … 0.8: ρ fixes
   s² = L·q·a² (below), a sequence length L is drawn where a = s²/(L·m) ∈ [m, 3], q = m/a.
-  Its k3 ≈ m·a/2 lands at 0.01 … 0.1.
+  Its k3 ≈ m·a/2 spans 5e-4 … 0.16 (median 0.02): a penalty seen over long sequences pulls
+  TRL's ratio down with a per-token gap no larger than a healthy run's.
 - `raw-logprobs` (raw instead of processed logprobs): a one-sided component, d = ±a on a share
   q (a ∈ 0.7 … 1), with q set by a steady ratio_dev_1e4 of ±200 … 5000 (log-uniform, either
   sign): tok-mean(r) − 1 = q·(e^(±a) − 1). With a ≈ 0.8, k1 ≈ −2·k3 and ratio_dev ≈ 3·k3·10⁴,

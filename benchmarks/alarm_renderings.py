@@ -17,6 +17,11 @@ key and the framework, so one trace renders the same way every time.
 |  | ratio_dev_1e4_seq | | |
 | nemo-rl | k3_kl, mult_prob_error | k3_kl | — |
 
+verl's `rollout_is_mean` and ms-swift's `is_weight_mean` are rendered at token level,
+truncated at 2 (verl's token level, ms-swift's token_truncate mode); TRL's importance ratio is
+one per sequence, truncated at 3 (its sequence_* modes, the adapter's default). At sequence
+level both would read like TRL's.
+
 Every rendering keeps entropy, grad_norm and reward_mean; all but TRL keep the NaN bursts of a
 non-canonical metric; only ours keeps lag.
 """
