@@ -33,6 +33,7 @@ from server.api.middleware import BodyLimitMiddleware, InflightBudget
 from server.api.responses import JSONResponse
 from server.api.routes import (
     alarms,
+    attribution,
     health,
     ingest,
     maintenance,
@@ -125,7 +126,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    routers = (health, ingest, runs, projects, tokens, alarms, maintenance, session)
+    routers = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance, session)
     for module in routers:
         app.include_router(module.router)
     _document_ingest_body(app)

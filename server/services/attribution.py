@@ -1,0 +1,189 @@
+"""A run's mismatch attribution: the reads behind `server.analysis.attribution`, and its answer
+as `AttributionOut`.
+
+Everything is read through the query layer, so access and a missing run answer as for any read
+of a run (404), and a long run is read as at most `MAX_POINTS` step buckets (a bucket's mean
+stands for its steps; the weight version is a bucket's last). The GPU contrast comes from the
+like-for-like hardware comparison of the run's project, when one of its groups holds the run and
+spans another GPU type; a comparison that cannot be made leaves the check not run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from server.analysis.attribution import Attribution, Hypothesis, Trace, attribute
+from server.analysis.attribution_checks import Bucket, GpuContrast
+from server.deadlines import Deadline
+from server.domain import parity, signals
+from server.errors import MonitorError, Unavailable
+from server.schemas.attribution import AttributionOut, CheckOut, ConfigNoteOut, HypothesisOut
+from server.schemas.hardware import HardwareComparisonOut
+from server.schemas.query import SeriesOut
+from server.services.query import QueryService, check_range
+
+MAX_POINTS = 2000
+"""Step buckets read per series: the checks need a shape (signs, medians, ranks), not every
+step, and 2,000 keeps a million-step run's read small."""
+N_BOOT = 200
+"""Bootstrap resamples of the GPU contrast: its interval only has to clear 1 or not."""
+CONTEXT: tuple[str, ...] = ("k3_kl", "k1_kl", "lag", "weight_version", "prefix_cache_hit_rate")
+CONTEXT += ("rollout_clip_rate", "mis_token_rate", "tis_token_rate")
+LAST = frozenset({"weight_version"})  # read as a bucket's last value, not its mean
+
+
+def _values(series: SeriesOut) -> dict[int, float]:
+    use_last = series.metric in LAST
+    out: dict[int, float] = {}
+    for point in series.points:
+        value = point.last if use_last or point.mean is None else point.mean
+        if value is not None and math.isfinite(value):
+            out[point.step] = value
+    return out
+
+
+def _contrast(
+    comparison: HardwareComparisonOut, run_id: str, gpus: Sequence[str]
+) -> GpuContrast | None:
+    """The pair of the run's group that sets its GPU type furthest above another's."""
+    best: GpuContrast | None = None
+    for group in comparison.groups:
+        if run_id not in group.run_ids:
+            continue
+        for pair in group.pairs:
+            if None in (pair.ratio, pair.ci_low, pair.ci_high):
+                continue
+            ratio, low, high = (
+                float(pair.ratio or 0),
+                float(pair.ci_low or 0),
+                float(pair.ci_high or 0),
+            )
+            if pair.a in gpus:
+                found = GpuContrast(pair.a, pair.b, ratio, low, high)
+            elif pair.b in gpus and low > 0 and ratio > 0:
+                found = GpuContrast(pair.b, pair.a, 1 / ratio, 1 / high, 1 / low)
+            else:
+                continue
+            if best is None or found.ci_low > best.ci_low:
+                best = found
+    return best
+
+
+class AttributionService:
+    def __init__(self, query: QueryService) -> None:
+        self._query = query
+
+    def attribution(
+        self,
+        run_id: str,
+        *,
+        step_min: int | None = None,
+        step_max: int | None = None,
+        projects: Sequence[str] | None = None,
+        deadline: Deadline | None = None,
+    ) -> AttributionOut:
+        """The checks and ranked hypotheses of one run over a step range (see module)."""
+        check_range(step_min, step_max, 1)
+        deadline = deadline or Deadline.unbounded()
+        detail = self._query.get_run(run_id, projects=projects)
+        present = {m.name for m in self._query.list_metrics(run_id, projects=projects)}
+        headline = signals.headline(present)
+        wanted = [m for m in dict.fromkeys(_signal_names(headline) + list(CONTEXT)) if m in present]
+        deadline.check()
+        found = (
+            self._query.run_series(
+                run_id,
+                wanted,
+                step_min=step_min,
+                step_max=step_max,
+                max_points=MAX_POINTS,
+                projects=projects,
+            )
+            if wanted
+            else {}
+        )
+        deadline.check()
+        rows = self._query.buckets(
+            [run_id], step_min=step_min, step_max=step_max, projects=projects
+        )
+        buckets = [Bucket(r.lo, r.hi, r.tokens, r.sum_k3) for r in rows if r.group == "all"]
+        contrast = self._gpu(run_id, detail.project, headline, detail.gpus, projects, deadline)
+        trace = Trace(
+            headline.metric if headline is not None else None,
+            {metric: _values(s) for metric, s in found.items()},
+            buckets,
+            parity.flatten(detail.config),
+            contrast,
+        )
+        result = attribute(trace)
+        return _out(result, run_id, detail.project, step_min, step_max)
+
+    def _gpu(
+        self,
+        run_id: str,
+        project: str,
+        headline: signals.Signal | None,
+        gpus: Sequence[str],
+        projects: Sequence[str] | None,
+        deadline: Deadline,
+    ) -> GpuContrast | None:
+        if headline is None or not gpus:
+            return None
+        try:
+            comparison = self._query.hardware_comparison(
+                metric=headline.metric,
+                project=project,
+                n_boot=N_BOOT,
+                projects=projects,
+                deadline=deadline,
+            )
+        except Unavailable:  # the deadline passed: not a missing contrast
+            raise
+        except MonitorError:  # no comparison to make (too many GPU types, no values)
+            return None
+        return _contrast(comparison, run_id, gpus)
+
+
+def _signal_names(headline: signals.Signal | None) -> list[str]:
+    """The headline and the strongest ratio-drift member (the offset check's fallback)."""
+    names = [headline.metric] if headline is not None else []
+    return names + [m for m in signals.MEMBERS[signals.RATIO]]
+
+
+def _hypothesis(h: Hypothesis) -> HypothesisOut:
+    return HypothesisOut(
+        mode=h.mode,
+        title=h.title,
+        score=h.score,
+        evidence=list(h.evidence),
+        config=[
+            ConfigNoteOut(key=n.key, value=n.value, effect=n.effect, why=n.why) for n in h.config
+        ],
+    )
+
+
+def _out(
+    result: Attribution, run_id: str, project: str, step_min: int | None, step_max: int | None
+) -> AttributionOut:
+    hypotheses = [_hypothesis(h) for h in result.hypotheses]
+    return AttributionOut(
+        run_id=run_id,
+        project=project,
+        signal=result.signal,
+        step_min=step_min,
+        step_max=step_max,
+        steps=result.steps,
+        top=hypotheses[0],
+        hypotheses=hypotheses,
+        checks=[
+            CheckOut(
+                name=c.name,
+                figure=c.figure,
+                threshold=c.threshold,
+                passed=c.passed,
+                sentence=c.sentence,
+            )
+            for c in result.checks
+        ],
+    )

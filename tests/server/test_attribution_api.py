@@ -1,0 +1,111 @@
+"""Mismatch attribution over HTTP on a real server: runs ingested with one failure mode's
+fingerprint each come back attributed to it, with the checks behind it; a missing run, another
+project's run and a reversed step range answer 4xx that say what to change."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from tests.dashboard.seed import engine, run_body
+from tests.factories import bucket_table, record, run_upsert
+
+STEPS = 20
+
+
+@pytest.fixture
+def server(server_factory: Any, db_url: str) -> Any:
+    return server_factory(db_url)
+
+
+def _ingest(server: Any, body: dict[str, Any]) -> None:
+    response = server.post("/api/v1/ingest", body)
+    assert response.status_code == 200, response.text
+
+
+def _k3(seed: int, level: float) -> list[float]:
+    rng = random.Random(seed)
+    return [level * math.exp(0.3 * rng.gauss(0, 1)) for _ in range(STEPS)]
+
+
+def _offset_run(run_id: str, project: str = "default") -> dict[str, Any]:
+    """Raw logprobs: k1 ≈ −2·k3 from the first step."""
+    config = {"engine": {"logprobs_mode": "raw_logprobs", "temperature": 0.7}}
+    records = [
+        record(run_id, s, {"k3_kl": v, "k1_kl": -2 * v}, buckets=[bucket_table([100.0] * 7)])
+        for s, v in enumerate(_k3(1, 3e-3))
+    ]
+    return {"run": run_upsert(run_id, project=project, config=config), "records": records}
+
+
+def _stale_run(run_id: str) -> dict[str, Any]:
+    """k3 jumps at each weight update and only there; the rollout side logs the versions."""
+    values = _k3(2, 1e-4)
+    records = []
+    for s, v in enumerate(values):
+        jump = 20.0 if s % 5 == 0 and s > 0 else 1.0
+        records.append(record(run_id, s, {"k3_kl": v * jump, "k1_kl": v * jump}))
+        rollout = {"weight_version": float(s // 5), "prefix_cache_hit_rate": 0.5}
+        records.append(record(run_id, s, rollout, source="rollout", actor="vllm-0"))
+    config = {"engine": {"enable_prefix_caching": True, "logprobs_mode": "processed_logprobs"}}
+    return {"run": run_upsert(run_id, config=config), "records": records}
+
+
+def test_offset_run_is_attributed_to_the_sampler_with_its_config_beside(server: Any) -> None:
+    _ingest(server, _offset_run("raw"))
+    found = server.query("/api/v1/runs/raw/attribution")
+    assert found["signal"] == "k3_kl" and found["steps"] == STEPS
+    assert found["top"]["mode"] == "sampler_offset"
+    checks = {c["name"]: c for c in found["checks"]}
+    assert checks["mean_offset"]["passed"] is True
+    assert checks["mean_offset"]["figure"] == pytest.approx(3.0)
+    assert checks["bucket_slope"]["passed"] is False  # bucket_table's k3 is flat per token
+    notes = {n["key"]: n["effect"] for n in found["top"]["config"]}
+    assert notes == {"engine.logprobs_mode": "raises", "engine.temperature": "raises"}
+    assert [h["score"] for h in found["hypotheses"]] == sorted(
+        (h["score"] for h in found["hypotheses"]), reverse=True
+    )
+
+
+def test_step_range_limits_what_is_read(server: Any) -> None:
+    _ingest(server, _offset_run("raw"))
+    found = server.query("/api/v1/runs/raw/attribution?step_min=5&step_max=14")
+    assert (found["step_min"], found["step_max"], found["steps"]) == (5, 14, 10)
+
+
+def test_update_aligned_jump_is_attributed_to_stale_state(server: Any) -> None:
+    _ingest(server, _stale_run("stale"))
+    found = server.query("/api/v1/runs/stale/attribution")
+    assert found["top"]["mode"] == "stale_state"
+    checks = {c["name"]: c for c in found["checks"]}
+    assert checks["update_jump"]["passed"] is True
+    assert checks["mean_offset"]["passed"] is False
+
+
+def test_gpu_contrast_of_a_like_for_like_group_is_attributed_to_the_gpu(
+    server_factory: Any,
+) -> None:
+    server = server_factory()
+    config = engine("0.18.1", "processed_logprobs", False, "float32")
+    for run_id, gpu, k3 in (("a", "NVIDIA A100-SXM4-80GB", 5e-2), ("h", "NVIDIA H20", 1e-3)):
+        body = run_body(run_id, run_id, config, gpu, steps=30, k3=lambda s, k=k3: k,
+                        ratio_dev=lambda s: 0.0, clip=0.0, project="hw")  # fmt: skip
+        _ingest(server, body)
+    found = server.query("/api/v1/runs/a/attribution?project=hw")
+    checks = {c["name"]: c for c in found["checks"]}
+    assert checks["gpu_contrast"]["passed"] is True
+    assert checks["gpu_contrast"]["figure"] == pytest.approx(50.0, rel=0.1)
+    assert found["top"]["mode"] == "gpu_kernels"
+
+
+def test_missing_or_unreadable_runs_and_bad_ranges_answer_4xx(server: Any) -> None:
+    _ingest(server, _offset_run("raw", project="p1"))
+    missing = server.get("/api/v1/runs/nope/attribution")
+    assert missing.status_code == 404 and "no run 'nope'" in missing.text
+    elsewhere = server.get("/api/v1/runs/raw/attribution?project=p2")
+    assert elsewhere.status_code == 404
+    reversed_range = server.get("/api/v1/runs/raw/attribution?step_min=9&step_max=3")
+    assert reversed_range.status_code == 422 and "step_min" in reversed_range.text
