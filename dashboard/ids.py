@@ -78,6 +78,10 @@ HW_RATIOS = "hardware-ratios"
 HW_EXCLUDED = "hardware-excluded"
 HW_REPORT_BUTTON = "hardware-report-button"
 HW_REPORT = "hardware-report"
+HW_EMPTY = "hardware-empty"  # what to run to make a comparison, when nothing can be compared
+HW_BOX_SECTION = "hardware-box-section"
+HW_GROUP_SECTION = "hardware-group-section"
+HW_EXCLUDED_SECTION = "hardware-excluded-section"
 CMP_HARDWARE_LINK = "compare-hardware-link"
 
 # Parity page
@@ -89,6 +93,9 @@ PAR_METRICS = "parity-metrics"
 PAR_SCATTER = "parity-scatter"
 PAR_BUCKETS = "parity-buckets"
 PAR_WORST = "parity-worst"
+PAR_EMPTY = "parity-empty"  # the command that makes a report, when there is none
+PAR_CONTROLS = "parity-controls"
+PAR_CHARTS = "parity-charts"
 
 # Run page: token exemplars (shown when the run logged them)
 RUN_EXEMPLARS = "run-exemplars"

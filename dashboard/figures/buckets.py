@@ -8,6 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashboard.figures.empty import BUCKETS_HINT, empty_figure
 from dashboard.figures.legend import LEGEND_ON_TOP
 from dashboard.figures.text import safe
 from dashboard.palette import color
@@ -37,7 +38,13 @@ def per_bucket(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, float
     return groups
 
 
-def buckets_figure(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
+def buckets_figure(
+    rows: Sequence[dict[str, Any]], *, title: str = "", empty: str = BUCKETS_HINT
+) -> go.Figure:
+    """Mean |d|, mean k3 and out-of-bounds share per bucket, one bar per group; without rows,
+    the `empty` message (by default: which collector call sends buckets)."""
+    if not rows:
+        return empty_figure(empty, title=title)
     groups = per_bucket(rows)
     fig = make_subplots(
         rows=1, cols=3, subplot_titles=("mean |d|", "mean k3", "out-of-bounds share")
@@ -74,8 +81,15 @@ def buckets_figure(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Fig
 
 
 def heatmap_figure(
-    cells: Sequence[dict[str, Any]], *, value: str = "mean_k3", title: str = ""
+    cells: Sequence[dict[str, Any]],
+    *,
+    value: str = "mean_k3",
+    title: str = "",
+    empty: str = BUCKETS_HINT,
 ) -> go.Figure:
+    """Mean k3 (or |d|) per bucket and step; without cells, the `empty` message."""
+    if not cells:
+        return empty_figure(empty, title=title)
     steps = sorted({c["step"] for c in cells})
     bins = sorted({(c["lo"], c["hi"]) for c in cells})
     grid = [[float("nan")] * len(steps) for _ in bins]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from dashboard.figures.empty import empty_figure
 from dashboard.figures.text import safe
 from dashboard.palette import color
 
@@ -45,12 +46,16 @@ def probability_scatter(
     title: str = "",
     density_above: int = DENSITY_ABOVE,
     height: int = 460,
+    empty: str | None = None,
 ) -> go.Figure:
     """Trainer vs rollout probability per token, one colour per report (name, exemplars), on
     log–log axes with the diagonal of parity. Past `density_above` tokens in all, each report
-    is drawn as density contours of log10 p instead of points."""
+    is drawn as density contours of log10 p instead of points. With no token at all and an
+    `empty` message, that message instead of blank axes."""
     drawn = [(name, *probabilities(rows)) for name, rows in reports]
     total = sum(len(pr) for _, pr, _, _ in drawn)
+    if total == 0 and empty is not None:
+        return empty_figure(empty, title=title)
     dense = total > density_above
     fig = go.Figure()
     lo = min((float(min(pr.min(), pt.min())) for _, pr, pt, _ in drawn if len(pr)), default=1e-6)

@@ -8,6 +8,7 @@ from dash import Input, Output, dcc, html
 
 from dashboard import ids
 from dashboard.figures.buckets import buckets_figure, heatmap_figure
+from dashboard.figures.text import safe
 from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_int, as_list, encode
 
@@ -75,7 +76,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
     def draw(runs: list[str] | None, group: str, step_min: int | None, step_max: int | None) -> Any:
         runs = runs or []
         if not runs:
-            return buckets_figure([], title="choose runs"), heatmap_figure([], title="")
+            choose = "Choose one or more runs above."
+            return buckets_figure([], empty=choose), heatmap_figure([], empty=choose)
         if step_min is not None and step_max is not None and step_min > step_max:
             step_min, step_max = step_max, step_min
         rows = dump(query.buckets(runs, step_min=step_min, step_max=step_max, group_by=group))
@@ -85,7 +87,11 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         title = "per GPU type" if group == "gpu" else "per run"
         return (
             buckets_figure(rows, title=f"mismatch per probability bucket, {title}"),
-            heatmap_figure(cells, title=f"mean k3 per bucket and step — {runs[0]}"),
+            heatmap_figure(
+                cells,
+                title=f"mean k3 per bucket and step — {runs[0]}",
+                empty=f"No buckets per step for {safe(runs[0])} (see above for what sends them).",
+            ),
         )
 
     @app.callback(

@@ -27,6 +27,15 @@ from server.errors import MonitorError
 GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
 EXCLUDED_COLUMNS = ("name", "run_id", "gpu", "setting", "value", "group_value")
 CELL = {"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left"}
+HIDDEN: dict[str, str] = {"display": "none"}
+SHOWN: dict[str, str] = {}
+EMPTY_STYLE = {
+    "border": "1px solid #ddd",
+    "borderRadius": "4px",
+    "padding": "8px 14px",
+    "background": "#fafafa",
+    "maxWidth": "900px",
+}
 
 
 def _input(id_: str, value: str | None, placeholder: str, width: str = "220px") -> Any:
@@ -72,22 +81,39 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
             ),
             dcc.Store(id=ids.HW_RUNS, data=runs),
             html.P(id=ids.HW_NOTE, style={"color": "#555"}),
+            html.Div(id=ids.HW_EMPTY),
             html.Ul(id=ids.HW_PAIRS),
-            dcc.Graph(id=ids.HW_GRAPH, config={"displaylogo": False}),
-            DataTable(
-                id=ids.HW_TABLE,
-                columns=[{"name": n, "id": n} for n in GPU_COLUMNS],
-                data=[],
-                style_cell=CELL,
+            html.Div(
+                dcc.Graph(id=ids.HW_GRAPH, config={"displaylogo": False}),
+                id=ids.HW_BOX_SECTION,
+                style=HIDDEN,
             ),
-            dcc.Graph(id=ids.HW_RATIOS, config={"displaylogo": False}),
-            dcc.Graph(id=ids.HW_BUCKETS, config={"displaylogo": False}),
-            html.H4("Runs left out (a setting differs from the compared group)"),
-            DataTable(
-                id=ids.HW_EXCLUDED,
-                columns=[{"name": n.replace("_", " "), "id": n} for n in EXCLUDED_COLUMNS],
-                data=[],
-                style_cell=CELL,
+            html.Div(
+                [
+                    DataTable(
+                        id=ids.HW_TABLE,
+                        columns=[{"name": n, "id": n} for n in GPU_COLUMNS],
+                        data=[],
+                        style_cell=CELL,
+                    ),
+                    dcc.Graph(id=ids.HW_RATIOS, config={"displaylogo": False}),
+                    dcc.Graph(id=ids.HW_BUCKETS, config={"displaylogo": False}),
+                ],
+                id=ids.HW_GROUP_SECTION,
+                style=HIDDEN,
+            ),
+            html.Div(
+                [
+                    html.H4("Runs left out (a setting differs from the compared group)"),
+                    DataTable(
+                        id=ids.HW_EXCLUDED,
+                        columns=[{"name": n.replace("_", " "), "id": n} for n in EXCLUDED_COLUMNS],
+                        data=[],
+                        style_cell=CELL,
+                    ),
+                ],
+                id=ids.HW_EXCLUDED_SECTION,
+                style=HIDDEN,
             ),
         ]
     )
@@ -100,25 +126,89 @@ def cell(value: Any) -> Any:
     return f"{value:.3g}" if isinstance(value, float) else value
 
 
-def view(found: dict[str, Any], bucket_rows: list[dict[str, Any]]) -> tuple[Any, ...]:
-    """What the page draws from a comparison (`HardwareComparisonOut` as a dict): the note, the
-    pair sentences, the box plot, the GPU table, the ratios, the bucket curves, the left-out
-    runs. Without a like-for-like group the box plot shows every selected run, pooled."""
+def view(
+    found: dict[str, Any], bucket_rows: list[dict[str, Any]], runs_by_gpu: dict[str, list[str]]
+) -> tuple[Any, ...]:
+    """What the page draws from a comparison (`HardwareComparisonOut` as a dict): the note,
+    what to run when nothing is compared, the pair sentences, the box plot, the GPU table, the
+    ratios, the bucket curves, the left-out runs, and which of those sections show. Without a
+    like-for-like group, no ratio, bucket or GPU table is drawn (they would be empty): the box
+    plot shows the selected runs pooled, when they have values, and `runs_by_gpu` (run names
+    per GPU type) says which runs on which GPU would make a comparison."""
     metric = found["metric"]
     group = found["groups"][0] if found["groups"] else None
     boxes = group["distribution"] if group else found["data"]
     gpus = group["gpus"] if group else []
     pairs = group["pairs"] if group else []
     compared = f" Compared: {signals.describe(metric)}." if metric else ""
+    drawn = any(row.get("median") is not None for row in boxes)
     return (
         found["note"] + compared,
+        None if group else what_to_run(runs_by_gpu, metric),
         [html.Li(p["sentence"]) for p in pairs],
-        hardware_figure(boxes, metric=metric),
+        hardware_figure(boxes, metric=metric) if drawn else {},
         [{k: cell(g[k]) for k in GPU_COLUMNS} for g in gpus],
-        ratio_figure(pairs, metric=metric),
-        bucket_curves_figure(bucket_rows),
+        ratio_figure(pairs, metric=metric) if group else {},
+        bucket_curves_figure(bucket_rows) if group else {},
         [{k: cell(e[k]) for k in EXCLUDED_COLUMNS} for e in found["excluded"]],
+        SHOWN if drawn else HIDDEN,
+        SHOWN if group else HIDDEN,
+        SHOWN if found["excluded"] else HIDDEN,
     )
+
+
+def what_to_run(runs_by_gpu: dict[str, list[str]], metric: str | None) -> Any:
+    """The empty state: which runs ran on which GPU type, and what would make a comparison."""
+    signal = f" of {metric}" if metric else ""
+    if not runs_by_gpu:
+        steps = [
+            f"None of the selected runs has values{signal} on a known GPU type.",
+            "Choose a project (or runs) that logged it: each run's GPU type is the one its "
+            "collector found on its host (or run.log_metrics(..., gpu=…)).",
+        ]
+    elif len(runs_by_gpu) == 1:
+        gpu, names = next(iter(runs_by_gpu.items()))
+        steps = [
+            f"Every selected run ran on one GPU type, {gpu}: {_names(names)}.",
+            "A comparison needs the same configuration on a second GPU type: run one of "
+            "these again, unchanged, on a machine with another GPU (for the demo: "
+            "`mismatch demo --run-prefix demo-other-gpu --url URL_OF_THIS_SERVER`), then "
+            "select both runs, or their project.",
+        ]
+    else:
+        steps = [
+            "Runs by GPU type: "
+            + "; ".join(f"{gpu}: {_names(n)}" for gpu, n in sorted(runs_by_gpu.items()))
+            + ".",
+            "No two of them on different GPU types share every compared setting (see the runs "
+            "left out below): re-run one with the other's settings on its GPU type, or compare "
+            "by a label (group by label:KEY) instead of every parity setting.",
+        ]
+    return html.Div(
+        [html.P(line, style={"margin": "4px 0"}) for line in steps],
+        id="hardware-what-to-run",
+        style=EMPTY_STYLE,
+    )
+
+
+def _names(names: list[str], shown: int = 6) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def runs_by_gpu(
+    query: QueryLike, selection: dict[str, Any], *, limit: int = 500
+) -> dict[str, list[str]]:
+    """The selected runs' names per GPU type they ran on (a resumed run under each)."""
+    wanted = selection["run_ids"]
+    found = query.list_runs(project=selection["project"], label=selection["label"], limit=limit)
+    out: dict[str, list[str]] = {}
+    for run in found:
+        if wanted and run.id not in wanted:
+            continue
+        for gpu in run.gpus:
+            out.setdefault(gpu, []).append(run.name)
+    return out
 
 
 def _selection(
@@ -143,12 +233,16 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
 
     @app.callback(
         Output(ids.HW_NOTE, "children"),
+        Output(ids.HW_EMPTY, "children"),
         Output(ids.HW_PAIRS, "children"),
         Output(ids.HW_GRAPH, "figure"),
         Output(ids.HW_TABLE, "data"),
         Output(ids.HW_RATIOS, "figure"),
         Output(ids.HW_BUCKETS, "figure"),
         Output(ids.HW_EXCLUDED, "data"),
+        Output(ids.HW_BOX_SECTION, "style"),
+        Output(ids.HW_GROUP_SECTION, "style"),
+        Output(ids.HW_EXCLUDED_SECTION, "style"),
         *inputs,
     )
     def draw(
@@ -165,10 +259,12 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         except MonitorError as exc:  # a refused selection: say what was wrong, draw nothing
             message = exc.message
             empty = {"metric": metric or "", "groups": [], "data": [], "excluded": []}
-            return (f"Nothing to compare: {message}", *view({**empty, "note": ""}, [])[1:])
+            drawn = view({**empty, "note": ""}, [], {})
+            return (f"Nothing to compare: {message}", None, *drawn[2:])
         group = found["groups"][0] if found["groups"] else None
         bucket_rows = dump(query.buckets(group["run_ids"], group_by="gpu")) if group else []
-        return view(found, bucket_rows)
+        by_gpu = {} if group else runs_by_gpu(query, selection)
+        return view(found, bucket_rows, by_gpu)
 
     @app.callback(
         Output(ids.HW_REPORT, "data"),

@@ -38,6 +38,17 @@ SHOWN_METRICS = tuple(
 )
 """The headline values per report: canonical mismatch metrics a run summary carries."""
 EXEMPLAR_LIMIT = 20_000
+MAKE_ONE = "mismatch parity MODEL_DIR --url URL_OF_THIS_SERVER"
+"""The command that stores a parity report, as the empty page shows it."""
+HIDDEN: dict[str, str] = {"display": "none"}
+SHOWN: dict[str, str] = {}
+EMPTY_STYLE = {
+    "border": "1px solid #ddd",
+    "borderRadius": "4px",
+    "padding": "8px 14px",
+    "background": "#fafafa",
+    "maxWidth": "900px",
+}
 TABLE_STYLE = {
     "fontFamily": "sans-serif",
     "fontSize": "13px",
@@ -67,6 +78,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     if not chosen and options:
         chosen = [options[0]["value"]]
     step = as_int(params.get("step")) or 0
+    phases = [{"label": f"step {step}", "value": step}] if chosen else []
     return html.Div(
         [
             html.H2("Engine parity"),
@@ -76,45 +88,78 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                 "to compare engine versions, GPUs or options.",
                 style={"color": "#555"},
             ),
-            html.P("No parity reports yet.") if not options else None,
-            dcc.Dropdown(
-                id=ids.PAR_RUNS,
-                options=options,
-                value=chosen,
-                multi=True,
-                placeholder="parity reports",
-                style={"minWidth": "420px"},
-            ),
+            html.Div(None if options else how_to_make_one(), id=ids.PAR_EMPTY),
             html.Div(
                 [
-                    html.Span("phase "),
                     dcc.Dropdown(
-                        id=ids.PAR_PHASE,
-                        options=[{"label": f"step {step}", "value": step}],
-                        value=step,
-                        clearable=False,
-                        style={"width": "360px", "display": "inline-block"},
+                        id=ids.PAR_RUNS,
+                        options=options,
+                        value=chosen,
+                        multi=True,
+                        placeholder="parity reports",
+                        style={"minWidth": "420px"},
+                    ),
+                    html.Div(
+                        [
+                            html.Span("phase "),
+                            dcc.Dropdown(
+                                id=ids.PAR_PHASE,
+                                options=phases,
+                                value=step if chosen else None,
+                                clearable=False,
+                                placeholder="choose a report first",
+                                style={"width": "360px", "display": "inline-block"},
+                            ),
+                        ],
+                        style={"marginTop": "8px"},
                     ),
                 ],
-                style={"marginTop": "8px"},
+                id=ids.PAR_CONTROLS,
+                style=SHOWN if options else HIDDEN,
             ),
             html.Div(id=ids.PAR_DIFF),
             html.Div(id=ids.PAR_METRICS),
-            dcc.Graph(id=ids.PAR_SCATTER, config={"displaylogo": False}),
-            dcc.Graph(id=ids.PAR_BUCKETS, config={"displaylogo": False}),
-            html.H4("Worst tokens (largest |d|)"),
-            DataTable(
-                id=ids.PAR_WORST,
-                columns=[
-                    {"name": header, "id": key}
-                    for key, header in (("report", "report"), *WORST_COLUMNS)
+            html.Div(
+                [
+                    dcc.Graph(id=ids.PAR_SCATTER, config={"displaylogo": False}),
+                    dcc.Graph(id=ids.PAR_BUCKETS, config={"displaylogo": False}),
+                    html.H4("Worst tokens (largest |d|)"),
+                    DataTable(
+                        id=ids.PAR_WORST,
+                        columns=[
+                            {"name": header, "id": key}
+                            for key, header in (("report", "report"), *WORST_COLUMNS)
+                        ],
+                        data=[],
+                        page_size=25,
+                        style_cell=TABLE_STYLE,
+                    ),
                 ],
-                data=[],
-                page_size=25,
-                style_cell=TABLE_STYLE,
+                id=ids.PAR_CHARTS,
+                style=HIDDEN,
             ),
             html.Div(id=ids.PAR_CONFIG),
         ]
+    )
+
+
+def how_to_make_one() -> Any:
+    """The empty state: no parity report stored yet, and the command that stores one."""
+    return html.Div(
+        [
+            html.P("No parity reports yet. Store one with:", style={"margin": "4px 0"}),
+            html.Pre(MAKE_ONE, style={"margin": "6px 0", "whiteSpace": "pre-wrap"}),
+            html.P(
+                "MODEL_DIR is a local Hugging Face model directory; URL_OF_THIS_SERVER the "
+                "address of this dashboard (add --token with an ingest token where sign-in is "
+                "on). Run it again with another engine version, GPU or option "
+                "(--logprobs-mode, --head-dtype, --prefix-caching …) and choose both here to "
+                "see what differs.",
+                style={"margin": "4px 0", "color": "#555"},
+            ),
+        ],
+        id="parity-how-to",
+        style=EMPTY_STYLE,
     )
 
 
@@ -126,7 +171,10 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         State(ids.PAR_PHASE, "value"),
     )
     def _phases(chosen: list[str] | None, current: int | None) -> Any:
-        names = phase_names(fetch(query, chosen or [], None))
+        reports = fetch(query, chosen or [], None)
+        if not reports:  # no phase to preselect: step 0 of nothing is not a phase
+            return [], None
+        names = phase_names(reports)
         options = [{"label": f"step {s} · {n}", "value": s} for s, n in sorted(names.items())]
         value = current if current in names else min(names, default=0)
         return options, value
@@ -138,11 +186,16 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Output(ids.PAR_BUCKETS, "figure"),
         Output(ids.PAR_WORST, "data"),
         Output(ids.PAR_CONFIG, "children"),
+        Output(ids.PAR_CHARTS, "style"),
         Input(ids.PAR_RUNS, "value"),
         Input(ids.PAR_PHASE, "value"),
     )
     def _draw(chosen: list[str] | None, step: int | None) -> Any:
-        return view(fetch(query, chosen or [], step or 0), step or 0)
+        reports = fetch(query, chosen or [], step or 0)
+        drawn = view(reports, step or 0)
+        if not reports and not query.list_runs(kind="parity", limit=1):
+            drawn = (None, *drawn[1:])  # the empty state above says what to run
+        return (*drawn, SHOWN if reports else HIDDEN)
 
     @app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
@@ -189,16 +242,21 @@ def phase_names(reports: Sequence[Report]) -> dict[int, str]:
 def view(reports: Sequence[Report], step: int) -> tuple[Any, Any, Any, Any, Any, Any]:
     """The config difference (first), the headline values, the scatter, the buckets, the worst
     tokens and the effective config of the chosen reports at phase `step`."""
-    if not reports:
-        empty = probability_scatter([], title="choose a parity report")
-        return html.P("no report chosen"), None, empty, buckets_figure([]), [], None
+    if not reports:  # nothing is drawn: the charts are hidden, no blank axes
+        return html.P("Choose a parity report above."), None, {}, {}, [], None
     names = _names(reports)
     scatter = probability_scatter(
         [(names[r.id], r.exemplars) for r in reports],
         title=f"trainer vs rollout probability per token · step {step}",
+        empty="No token exemplars stored at this phase "
+        "(<b>mismatch parity --exemplars K</b> keeps K per phase; 0 keeps none).",
     )
     bucket_rows = [{**b, "group": names[r.id]} for r in reports for b in r.buckets]
-    buckets = buckets_figure(bucket_rows, title="mismatch per probability bucket")
+    buckets = buckets_figure(
+        bucket_rows,
+        title="mismatch per probability bucket",
+        empty="No bucket sums stored for these reports at this phase.",
+    )
     worst = worst_rows([{**e, "report": names[r.id]} for r in reports for e in r.exemplars])
     return (
         config_diff(reports) if len(reports) > 1 else None,
