@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 
 from dashboard.figures.buckets import bucket_label, per_bucket
+from dashboard.figures.empty import BUCKETS_HINT, empty_figure
 from dashboard.figures.legend import LEGEND_ON_TOP
+from dashboard.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
 from dashboard.figures.text import safe
 from dashboard.palette import color
 
@@ -96,15 +99,31 @@ def ratio_figure(pairs: Sequence[dict[str, Any]], *, metric: str = "k3_kl") -> g
 
 def bucket_curves_figure(rows: Sequence[dict[str, Any]], *, value: str = "mean_k3") -> go.Figure:
     """Mismatch per token-probability bucket, one line per GPU type (bucket rows grouped by
-    GPU): where in the probability range the GPU types differ."""
+    GPU): where in the probability range the GPU types differ. Without rows, which collector
+    call sends buckets."""
+    if not rows:
+        return empty_figure(BUCKETS_HINT, title="mismatch per token-probability bucket")
     groups = per_bucket(rows)
     colors = gpu_colors(groups)
     fig = go.Figure()
     for gpu, buckets in sorted(groups.items()):
+        labels = [bucket_label(b["lo"], b["hi"]) for b in buckets]
+        ys = np.array([b[value] for b in buckets], dtype=np.float64)
+        floor = nonpositive(ys)
+        if floor.any():  # a bucket with a mean of 0: a marker at the floor, not a plunge
+            fig.add_trace(
+                floor_marks(
+                    np.array(labels)[floor],
+                    ys[floor],
+                    name=safe(gpu),
+                    color=colors[gpu],
+                    x_name="bucket",
+                )
+            )
         fig.add_trace(
             go.Scatter(
-                x=[bucket_label(b["lo"], b["hi"]) for b in buckets],
-                y=[b[value] for b in buckets],
+                x=labels,
+                y=without_nonpositive(ys),
                 mode="lines+markers",
                 name=safe(gpu),
                 line={"color": colors[gpu]},
@@ -115,6 +134,7 @@ def bucket_curves_figure(rows: Sequence[dict[str, Any]], *, value: str = "mean_k
         title={"text": f"{value.replace('_', ' ')} per token-probability bucket", "x": 0.01},
         xaxis={"type": "category", "title": {"text": "p = exp(rollout logprob)"}},
         yaxis={"type": "log", "title": {"text": value.replace("_", " ")}},
+        yaxis2=floor_axis(),
         height=380,
         template="plotly_white",
         legend=LEGEND_ON_TOP,

@@ -8,7 +8,7 @@ cost far more than the read behind them. The look is plotly_white's, taken from 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -17,6 +17,7 @@ import plotly.io as pio
 
 from dashboard.analysis import ema, running_mean
 from dashboard.figures.legend import LEGEND_ON_TOP
+from dashboard.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
 from dashboard.figures.text import safe
 from dashboard.palette import NONFINITE, color, faint
 from server.domain.series import bucket_value, has_nonfinite
@@ -104,20 +105,27 @@ def add_series(
     smoothing: str = "none",
     weight: float = 0.6,
     line_color: str | None = None,
+    log_y: bool = False,
 ) -> None:
     """One run's curve: min/max band where buckets hold several steps, the (smoothed) line with
-    the original faint underneath, and ✕ markers where a bucket holds NaN or ±Inf."""
+    the original faint underneath, and ✕ markers where a bucket holds NaN or ±Inf. On a log
+    axis (`log_y`), values ≤ 0 leave a gap and get a marker at the axis floor instead."""
     c = line_color or color(index)
     label = safe(name)
     xs, ys = _x(points, x_axis), _y(points)
+    drawable = without_nonpositive if log_y else (lambda v: v)
     if any(p["count"] > 1 for p in points):
-        traces.extend(_band(xs, points, label, c))
+        traces.extend(_band(xs, points, label, c, drawable))
+    floor = nonpositive(ys) if log_y else None
+    if floor is not None and floor.any():
+        x_name = {"step": "step", "time": "time"}.get(x_axis, "x")
+        traces.append(floor_marks(xs[floor], ys[floor], name=label, color=c, x_name=x_name))
     if smoothing != "none":
         traces.append(
             {
                 "type": "scatter",
                 "x": xs,
-                "y": ys,
+                "y": drawable(ys),
                 "mode": "lines",
                 "line": {"color": faint(c, 0.35), "width": 1},
                 "name": f"{label} (raw)",
@@ -130,7 +138,7 @@ def add_series(
         {
             "type": "scatter",
             "x": xs,
-            "y": ys,
+            "y": drawable(ys),
             "mode": "lines",
             "line": {"color": c, "width": 2},
             "name": label,
@@ -159,14 +167,17 @@ def add_series(
         )
 
 
-def _band(xs: Any, points: Sequence[Point], label: str, c: str) -> list[Trace]:
+def _band(
+    xs: Any, points: Sequence[Point], label: str, c: str, drawable: Callable[[Any], Any]
+) -> list[Trace]:
     """The min–max band of buckets that hold several steps: where a spike lives when zoomed
-    out (an invisible upper edge, filled down to the lower one)."""
+    out (an invisible upper edge, filled down to the lower one); `drawable` takes out what the
+    axis cannot draw."""
     return [
         {
             "type": "scatter",
             "x": xs,
-            "y": _floats(p[edge] for p in points),
+            "y": drawable(_floats(p[edge] for p in points)),
             "mode": "lines",
             "line": {"width": 0},
             **({"fill": fill, "fillcolor": faint(c)} if fill else {}),
@@ -200,7 +211,16 @@ def series_figure(
     `x_title`. A `subtitle` (what the chart's metric means) goes under the title, smaller."""
     traces: list[Trace] = []
     for index, (name, points) in enumerate(series):
-        add_series(traces, name, points, index, x_axis=x_axis, smoothing=smoothing, weight=weight)
+        add_series(
+            traces,
+            name,
+            points,
+            index,
+            x_axis=x_axis,
+            smoothing=smoothing,
+            weight=weight,
+            log_y=log_y,
+        )
     shapes: list[dict[str, Any]] = []
     if x_axis == "step":
         shapes += segment_bands(segments)
@@ -246,7 +266,7 @@ def series_figure(
             "margin": {"l": 50, "r": 10, "t": 85 if subtitle else 55, "b": 40},
             "legend": LEGEND_ON_TOP,
             "yaxis": {"type": "log" if log_y else "linear"},
-            "yaxis2": {"overlaying": "y", "range": [0, 20], "visible": False, "fixedrange": True},
+            "yaxis2": floor_axis(),
             "xaxis": {
                 "title": {"text": x_title or ("step" if x_axis == "step" else "time")},
                 **({"tickformat": ",d"} if x_axis == "step" else {}),
