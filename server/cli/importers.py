@@ -2,27 +2,38 @@
 
 Every source is read and checked whole before anything is written — its encoding, every row,
 and every record against the ingest contract — so a truncated, corrupt or oversized file stops
-the import with its name (and line, where it has lines) and stores nothing. Writing goes
-through the server's ingest service into `--db` (which, like `migrate`, needs no running server
-holding a DuckDB file), in ascending step order, so an interrupted import resumes where it
-stopped when run again and a finished one adds nothing.
+the import with its name (and line, where it has lines) and stores nothing. Then, with `--url`,
+the runs go through a running server's ingest API like any client's batches: in the token's
+project, within its limits, watched by its alarms, while the server holds its database. With
+`--db` (administrators) they are written through the server's ingest service into the database
+directly, which no running server may hold (DuckDB). Either way in ascending step order, so an
+interrupted import resumes where it stopped when run again and a finished one adds nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from collectors._metric_map import parse as parse_map
-from server.cli.common import DEFAULT_DB, DbOpt, fail
+from server.cli.common import DEFAULT_DB, MaybeUrlOpt, fail
 from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
 from server.importers import wandb as wandb_source
-from server.importers.core import ImportFailed, Options, SourceRun, check_framework, plan_run
-from server.importers.writer import Writer, check
+from server.importers.core import (
+    ImportFailed,
+    Options,
+    RunPlan,
+    SourceRun,
+    Summary,
+    check_framework,
+    plan_run,
+)
+from server.importers.writer import Sender, Writer, check
 from server.storage import migrate as migrations
 from server.storage.db import Database
 
@@ -64,6 +75,24 @@ AsRunOpt = Annotated[
         help="Store the (single) run under this id instead of one derived from its source",
     ),
 ]
+ImportDbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="MISMATCH_DB",
+        help=f"Write into this database instead (administrators; no server may hold a DuckDB "
+        f"file): DuckDB file path or SQLAlchemy URL [default: {DEFAULT_DB}]",
+        show_default=False,
+    ),
+]
+ImportTokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="MISMATCH_TOKEN",
+        help="A token of the project the runs land in, for --url (ingest scope suffices)",
+    ),
+]
 FullOpt = Annotated[
     bool,
     typer.Option(
@@ -72,6 +101,37 @@ FullOpt = Annotated[
         "stored step on (for a source that gained metrics at steps already imported)",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the runs go: a running server (`url`, `token`) or, without one, database `db`."""
+
+    db: str
+    url: str | None = None
+    token: str | None = None
+
+
+def _target(ctx: typer.Context, db: str | None, url: str | None, token: str | None) -> Target:
+    """`--url` or `--db`, never both. Given on the command line, either wins over the other
+    from the environment (MISMATCH_URL, MISMATCH_DB); both from the same place is an error."""
+    if url and db:
+        url_from, db_from = ctx.get_parameter_source("url"), ctx.get_parameter_source("db")
+        if url_from == db_from:
+            fail(
+                "--url and --db are mutually exclusive: import through a running server "
+                "(--url URL --token TOKEN) or, as an administrator, into a database (--db)"
+            )
+        if db_from is not None and db_from.name == "COMMANDLINE":
+            url = None
+        else:
+            db = None
+    if url:
+        return Target(DEFAULT_DB, url.strip(), token)
+    token_from = ctx.get_parameter_source("token")
+    if token and token_from is not None and token_from.name == "COMMANDLINE":
+        fail("--token goes with --url: a direct --db import needs no token")
+    return Target(db or DEFAULT_DB)
 
 
 def _labels(pairs: list[str] | None) -> dict[str, str]:
@@ -94,7 +154,7 @@ def _metric_map(pairs: list[str] | None) -> dict[str, str]:
 def _run(
     read: Callable[[], list[SourceRun]],
     *,
-    db: str,
+    target: Target,
     project: str | None,
     framework: str | None,
     framework_version: str | None,
@@ -104,7 +164,7 @@ def _run(
     as_run: str | None,
     full: bool,
 ) -> None:
-    """Read every source run, then write them all; print the summary."""
+    """Read and check every source run, then store them all; print the summary."""
     labels = _labels(label)
     user_map = _metric_map(metric_map)
     try:
@@ -126,31 +186,58 @@ def _run(
         fail(exc.message)
     except UnicodeError as exc:  # the readers name the file and line; this is the backstop
         fail(f"a source holds text that is not UTF-8 ({exc}); nothing was imported")
+    summary = _send(plans, target, full) if target.url else _write(plans, target.db, full)
+    for plan in plans:
+        typer.echo(f"run {plan.run_id}")
+    for line in summary.lines():
+        typer.echo(line)
+
+
+def _store(plans: list[RunPlan], into: Writer | Sender, full: bool) -> None:
+    total = sum(len(plan.records) for plan in plans)
+    with typer.progressbar(length=max(total, 1), label="importing", file=None) as bar:
+        for plan in plans:
+            into.write(plan, full=full, progress=bar.update)
+
+
+def _send(plans: list[RunPlan], target: Target, full: bool) -> Summary:
+    """Through a running server's ingest API, with the token's rights."""
+    assert target.url is not None
+    sender = Sender.open(target.url, target.token)
+    try:
+        _store(plans, sender, full)
+    except ImportFailed as exc:
+        fail(exc.message)
+    finally:
+        sender.close()
+    return sender.summary
+
+
+def _write(plans: list[RunPlan], db: str, full: bool) -> Summary:
+    """Straight into the database, which no running server may hold (DuckDB)."""
     database = Database(db)
     writer: Writer | None = None
     try:
         migrations.upgrade(database)
         writer = Writer.open(database)
-        total = sum(len(plan.records) for plan in plans)
-        with typer.progressbar(length=max(total, 1), label="importing", file=None) as bar:
-            for plan in plans:
-                writer.write(plan, full=full, progress=bar.update)
+        _store(plans, writer, full)
     except ImportFailed as exc:
         fail(exc.message)
     except Exception as exc:  # the database: locked by a running server, unreachable, …
-        fail(f"cannot write to {db}: {exc}")
+        hint = ""
+        if "lock" in str(exc).lower():
+            hint = "; to import while the server runs, send through it: --url URL --token TOKEN"
+        fail(f"cannot write to {db}: {exc}{hint}")
     finally:
         if writer is not None:
             writer.close()
         database.dispose()
-    for plan in plans:
-        typer.echo(f"run {plan.run_id}")
-    for line in writer.summary.lines():
-        typer.echo(line)
+    return writer.summary
 
 
 @imports.command("tensorboard")
 def tensorboard(
+    ctx: typer.Context,
     dirs: Annotated[
         list[Path],
         typer.Argument(help="Run directories, log directories holding runs, or event files"),
@@ -163,13 +250,15 @@ def tensorboard(
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
-    db: DbOpt = DEFAULT_DB,
+    url: MaybeUrlOpt = None,
+    token: ImportTokenOpt = None,
+    db: ImportDbOpt = None,
 ) -> None:
     """Import TensorBoard event files: each directory holding event files is a run; its
     hparams (add_hparams) become the run's config."""
     _run(
         lambda: tensorboard_source.read(dirs),
-        db=db,
+        target=_target(ctx, db, url, token),
         project=project,
         framework=framework,
         framework_version=framework_version,
@@ -183,6 +272,7 @@ def tensorboard(
 
 @imports.command("mlflow")
 def mlflow(
+    ctx: typer.Context,
     tracking_uri: Annotated[
         str, typer.Option("--tracking-uri", help="e.g. sqlite:///mlflow.db or http://mlflow:5000")
     ],
@@ -198,12 +288,14 @@ def mlflow(
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
-    db: DbOpt = DEFAULT_DB,
+    url: MaybeUrlOpt = None,
+    token: ImportTokenOpt = None,
+    db: ImportDbOpt = None,
 ) -> None:
     """Import MLflow runs: every metric's full history; params become the run's config."""
     _run(
         lambda: mlflow_source.read(tracking_uri, experiment=experiment, run_id=run_id),
-        db=db,
+        target=_target(ctx, db, url, token),
         project=project,
         framework=framework,
         framework_version=framework_version,
@@ -217,6 +309,7 @@ def mlflow(
 
 @imports.command("wandb")
 def wandb(
+    ctx: typer.Context,
     files: Annotated[
         list[Path], typer.Argument(help="History exports (CSV or Parquet), one run each")
     ],
@@ -234,7 +327,9 @@ def wandb(
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
-    db: DbOpt = DEFAULT_DB,
+    url: MaybeUrlOpt = None,
+    token: ImportTokenOpt = None,
+    db: ImportDbOpt = None,
 ) -> None:
     """Import W&B run history exports (run.history() written as CSV or Parquet)."""
 
@@ -245,7 +340,7 @@ def wandb(
 
     _run(
         read,
-        db=db,
+        target=_target(ctx, db, url, token),
         project=project,
         framework=framework,
         framework_version=framework_version,
