@@ -30,6 +30,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/runs/{run_id}/buckets"): "read",
     ("GET", "/api/v1/runs/{run_id}/bucket-steps"): "read",
     ("GET", "/api/v1/runs/{run_id}/exemplars"): "read",
+    ("GET", "/api/v1/runs/{run_id}/attribution"): "read",
     ("GET", "/api/v1/hardware"): "read",
     ("GET", "/api/v1/hardware/report"): "read",
     ("POST", "/api/v1/tokens"): "admin",

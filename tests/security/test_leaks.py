@@ -167,6 +167,7 @@ OTHERS = [
     ("GET", "/api/v1/runs/{}/buckets", None),
     ("GET", "/api/v1/runs/{}/bucket-steps", None),
     ("GET", "/api/v1/runs/{}/exemplars", None),
+    ("GET", "/api/v1/runs/{}/attribution", None),
     ("GET", "/api/v1/series?metric=k3_kl&runs={}", None),
     ("GET", "/api/v1/hardware?runs={}", None),
     ("GET", "/api/v1/hardware/report?runs={}", None),
