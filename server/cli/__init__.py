@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from demo.cli import demo
-from server.cli import alarms, importers, maintenance, parity, projects, serve, spool
+from server.cli import alarms, diagnose, importers, maintenance, parity, projects, serve, spool
 from server.cli.tokens import tokens
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ maintenance.register(app)
 parity.register(app)
 importers.register(app)
 spool.register(app)
+diagnose.register(app)
 app.command()(demo)
 
 

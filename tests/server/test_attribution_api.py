@@ -4,12 +4,16 @@ project's run and a reversed step range answer 4xx that say what to change."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.dashboard.seed import engine, run_body
 from tests.factories import bucket_table, record, run_upsert
 
@@ -109,3 +113,28 @@ def test_missing_or_unreadable_runs_and_bad_ranges_answer_4xx(server: Any) -> No
     assert elsewhere.status_code == 404
     reversed_range = server.get("/api/v1/runs/raw/attribution?step_min=9&step_max=3")
     assert reversed_range.status_code == 422 and "step_min" in reversed_range.text
+
+
+def _diagnose(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "diagnose", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_diagnose_prints_the_likeliest_cause_and_its_checks(server: Any) -> None:
+    _ingest(server, _offset_run("raw"))
+    text = _diagnose("raw", "--url", server.url, "--step-range", "2:")
+    assert text.returncode == 0, text.stderr
+    assert "likeliest: sampler_offset" in text.stdout
+    assert "PASS mean_offset" in text.stdout and "steps 2:" in text.stdout
+    as_json = _diagnose("raw", "--url", server.url, "--json", "--step-range", ":9")
+    found = json.loads(as_json.stdout)
+    assert (found["step_max"], found["steps"]) == (9, 10)
+    bad = _diagnose("raw", "--url", server.url, "--step-range", "a:b")
+    assert bad.returncode == 2 and "--step-range must be" in bad.stderr
+    missing = _diagnose("nope", "--url", server.url)
+    assert missing.returncode == 2 and "404" in missing.stderr
