@@ -74,6 +74,11 @@ def start(model_dir: str | Path, options: EngineOptions) -> Any:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from vllm import LLM
 
+    return LLM(**engine_kwargs(model_dir, options))
+
+
+def engine_kwargs(model_dir: str | Path, options: EngineOptions) -> dict[str, Any]:
+    """The `vllm.LLM` arguments for these options (vLLM's defaults where an option is None)."""
     kwargs: dict[str, Any] = {
         "model": str(model_dir),
         "dtype": options.dtype or "auto",
@@ -88,7 +93,7 @@ def start(model_dir: str | Path, options: EngineOptions) -> Any:
             kwargs[name] = value
     if options.head_dtype != "auto":
         kwargs["hf_overrides"] = {"head_dtype": options.head_dtype}
-    return LLM(**kwargs)
+    return kwargs
 
 
 def stop(llm: Any) -> None:
