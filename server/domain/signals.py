@@ -19,7 +19,8 @@ alert reads in the signal's own units ("abs_logp_diff_mean 0.27 above 0.25"). Th
 | mult prob error | `ABS_D_TO_K3` · (x − 1)² | E exp\\|d\\| − 1 = E\\|d\\| + O(d²) |
 | ratio_dev_1e4 (token and sequence level) | x | the family's unit |
 | ratio mean (token, sequence) | (x − 1) · 10⁴ | the definition of ratio_dev_1e4 |
-| TRL's and ms-swift's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence, truncated or masked: far noisier than a token mean, see `SEQ_RATIO_NOISE` |
+| verl's and ms-swift's importance-weight mean | (x − 1) · 10⁴ | truncated per token (their token-level modes): truncation at C ≥ 2 only touches tokens with d > log 2, rare on a healthy run, so the mean stays a token mean of r |
+| TRL's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence (TRL's default `sequence_mask`), masked beyond 3: far noisier than a token mean, see `SEQ_RATIO_NOISE` |
 
 Max-type metrics (`abs_logp_diff_max`, `ratio_max`, `k3_kl_max`) are never members: on healthy
 runs they often sit at a clamp or cap every step, so a level on them says nothing.
@@ -187,10 +188,18 @@ SIGNALS: tuple[Signal, ...] = (
         "scaled_deviation",
     ),
     _ratio(
+        "ratio_mean@verl",
+        "importance weight mean (verl)",
+        "verl's mean rollout importance weight (rollout_is_mean), truncated per token: within "
+        "a few ×1e-4 of 1 when healthy",
+        "deviation",
+    ),
+    _ratio(
         "ratio_mean@ms-swift",
         "importance weight mean (ms-swift)",
-        "ms-swift's mean importance weight after truncation or masking: ≈ 1 when healthy",
-        "scaled_deviation",
+        "ms-swift's mean importance weight, truncated per token: within a few ×1e-4 of 1 when "
+        "healthy",
+        "deviation",
     ),
 )
 """Every member, each family's in rank order: the first one a series logs is the one read."""
