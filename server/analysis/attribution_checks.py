@@ -137,7 +137,7 @@ def mean_offset(k3: Series, k1: Series, ratio: Series) -> Check:
         share = float(np.median(np.abs(excess))) / level
         signs = sign_share(excess)
         passed = share >= OFFSET_SHARE and signs >= SIGN_SHARE
-        side = "above" if np.median(excess) < 0 else "below"
+        side = "above" if np.median(excess) > 0 else "below"  # e > 0: mean d above −KL
         sentence = (
             f"k1 − k3 keeps one sign on {signs:.0%} of {len(common)} steps and is "
             f"{_fmt(share)}× k3: the trainer's logprobs sit steadily {side} the rollout's"

@@ -39,6 +39,7 @@ def test_offset_is_found_when_k1_sits_at_minus_twice_k3() -> None:
     found = by_name(trace)["mean_offset"]
     assert found.passed is True
     assert found.figure == pytest.approx(3.0)  # |k3 − (−2 k3)| / k3
+    assert "steadily above the rollout's" in found.sentence  # mean d = −k1 = 2 k3 > 0
     assert attribute(trace).top.mode == "sampler_offset"
 
 
