@@ -39,6 +39,19 @@ def reader_projects() -> list[str] | None:
     return [str(p) for p in projects] if isinstance(projects, list) else NOTHING
 
 
+def reader_signed_in() -> bool:
+    """Whether the current request's reader has a session (False on an open server, where
+    nobody signs in, and without the header): what decides whether "Sign out" is shown."""
+    import flask
+
+    if not flask.has_request_context():
+        return False
+    try:
+        return json.loads(flask.request.headers.get(READER_HEADER, "{}")).get("signed_in") is True
+    except (ValueError, AttributeError):
+        return False
+
+
 class Scoped:
     """A service (the query service, the alert markers) as the request's reader sees it: each
     call gets `projects=` narrowed to the reader's."""

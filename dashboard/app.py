@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import dash
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
+from dashboard.access import reader_signed_in
 from dashboard.pages import buckets, compare, hardware, parity, run, runs
 from dashboard.query import QueryLike
 from dashboard.urlstate import parse
@@ -23,23 +26,10 @@ PAGES = {
 }
 
 
-def create_dash(
-    query: QueryLike,
-    *,
-    alerts: Any = None,
-    requests_pathname_prefix: str = "/",
-    poll_ms: int = 10_000,
-) -> dash.Dash:
-    """Build the dashboard over a query service (the server's `QueryService`, or a fake)."""
-    app = dash.Dash(
-        __name__,
-        requests_pathname_prefix=requests_pathname_prefix,
-        serve_locally=True,
-        suppress_callback_exceptions=True,
-        title="Mismatch Monitor",
-        update_title="",
-    )
-    app.layout = html.Div(
+def _layout(signed_in: Callable[[], bool]) -> Any:
+    """The page frame, built per page load: "Sign out" only for a reader with a session (an
+    open server has nobody signed in, so it offers none)."""
+    return html.Div(
         [
             dcc.Location(id=ids.URL, refresh="callback-nav"),
             html.Div(
@@ -57,12 +47,7 @@ def create_dash(
                             ("Parity", urls.PARITY),
                         )
                     ],
-                    html.Form(
-                        html.Button("Sign out", type="submit"),
-                        action="/logout",
-                        method="POST",
-                        style={"display": "inline", "float": "right"},
-                    ),
+                    *([_sign_out()] if signed_in() else []),
                 ],
                 id=ids.NAV,
                 style={
@@ -77,6 +62,38 @@ def create_dash(
             ),
         ]
     )
+
+
+def _sign_out() -> Any:
+    return html.Form(
+        html.Button("Sign out", type="submit"),
+        action="/logout",
+        method="POST",
+        id=ids.SIGN_OUT,
+        style={"display": "inline", "float": "right"},
+    )
+
+
+def create_dash(
+    query: QueryLike,
+    *,
+    alerts: Any = None,
+    requests_pathname_prefix: str = "/",
+    poll_ms: int = 10_000,
+    signed_in: Callable[[], bool] = reader_signed_in,
+) -> dash.Dash:
+    """Build the dashboard over a query service (the server's `QueryService`, or a fake);
+    `signed_in` says whether the request's reader has a session (the header the sign-in gate
+    sets, by default)."""
+    app = dash.Dash(
+        __name__,
+        requests_pathname_prefix=requests_pathname_prefix,
+        serve_locally=True,
+        suppress_callback_exceptions=True,
+        title="Mismatch Monitor",
+        update_title="",
+    )
+    app.layout = partial(_layout, signed_in)
 
     @app.callback(
         Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), State(ids.URL, "search")

@@ -5,6 +5,7 @@ from __future__ import annotations
 URL = "url"
 PAGE = "page"
 NAV = "nav"
+SIGN_OUT = "sign-out"  # shown only where a session exists
 
 # Runs page
 RUNS_TABLE = "runs-table"

@@ -64,7 +64,10 @@ class DashboardGate:
         if principal is None:
             await _refuse(scope, receive, send)
             return
-        granted = json.dumps({"projects": principal.readable_projects()}).encode()
+        signed_in = principal.token_id is not None  # the open principal has no session
+        granted = json.dumps(
+            {"projects": principal.readable_projects(), "signed_in": signed_in}
+        ).encode()
         scope["headers"] = [*headers, (reader, granted)]
         await self.app(scope, receive, send)
 

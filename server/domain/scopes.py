@@ -17,8 +17,9 @@ ALL_PROJECTS = "*"  # the project column of a server-admin token
 
 READER_HEADER = "x-mismatch-reader"
 """Set by the server's sign-in gate on every dashboard request (and stripped from what clients
-send): JSON `{"projects": null | [names]}`, the projects the signed-in reader may see. The
-dashboard reads it and shows nothing when it is missing."""
+send): JSON `{"projects": null | [names], "signed_in": bool}`, the projects the signed-in
+reader may see, and whether a session stands behind them (false on an open server, where
+nobody signs in). The dashboard reads it and shows nothing when it is missing."""
 
 
 def narrow(allowed: Sequence[str] | None, asked: Sequence[str] | None) -> list[str] | None:
