@@ -210,17 +210,9 @@ def series_figure(
     `x_axis` "aligned" draws each point at its own `x` (see `dashboard.alignment`), titled
     `x_title`. A `subtitle` (what the chart's metric means) goes under the title, smaller."""
     traces: list[Trace] = []
+    drawing: dict[str, Any] = {"smoothing": smoothing, "weight": weight, "log_y": log_y}
     for index, (name, points) in enumerate(series):
-        add_series(
-            traces,
-            name,
-            points,
-            index,
-            x_axis=x_axis,
-            smoothing=smoothing,
-            weight=weight,
-            log_y=log_y,
-        )
+        add_series(traces, name, points, index, x_axis=x_axis, **drawing)
     shapes: list[dict[str, Any]] = []
     if x_axis == "step":
         shapes += segment_bands(segments)

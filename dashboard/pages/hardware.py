@@ -199,7 +199,7 @@ def _names(names: list[str], shown: int = 6) -> str:
 def runs_by_gpu(
     query: QueryLike, selection: dict[str, Any], *, limit: int = 500
 ) -> dict[str, list[str]]:
-    """The selected runs' names per GPU type they ran on (a resumed run under each)."""
+    """The selected runs' names, sorted, per GPU type they ran on (a resumed run under each)."""
     wanted = selection["run_ids"]
     found = query.list_runs(project=selection["project"], label=selection["label"], limit=limit)
     out: dict[str, list[str]] = {}
@@ -208,7 +208,7 @@ def runs_by_gpu(
             continue
         for gpu in run.gpus:
             out.setdefault(gpu, []).append(run.name)
-    return out
+    return {gpu: sorted(names) for gpu, names in out.items()}
 
 
 def _selection(
@@ -220,6 +220,21 @@ def _selection(
         "label": (label or "").strip() or None,
         "group_by": (group_by or "").strip() or None,
     }
+
+
+def compared(query: QueryLike, selection: dict[str, Any], metric: str | None) -> tuple[Any, ...]:
+    """The page's outputs for a selection: the comparison drawn, or what was wrong with it."""
+    metric = (metric or "").strip() or None  # none: the runs' shared mismatch signal
+    try:
+        found = dump(query.hardware_comparison(metric=metric, **selection))
+    except MonitorError as exc:  # a refused selection: say what was wrong, draw nothing
+        empty = {"metric": metric or "", "groups": [], "data": [], "excluded": []}
+        drawn = view({**empty, "note": ""}, [], {})
+        return (f"Nothing to compare: {exc.message}", None, *drawn[2:])
+    group = found["groups"][0] if found["groups"] else None
+    bucket_rows = dump(query.buckets(group["run_ids"], group_by="gpu")) if group else []
+    by_gpu = {} if group else runs_by_gpu(query, selection)
+    return view(found, bucket_rows, by_gpu)
 
 
 def register(app: Any, query: QueryLike, **_: Any) -> None:
@@ -252,19 +267,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         group_by: str | None,
         metric: str | None,
     ) -> Any:
-        selection = _selection(project, runs, label, group_by)
-        metric = (metric or "").strip() or None  # none: the runs' shared mismatch signal
-        try:
-            found = dump(query.hardware_comparison(metric=metric, **selection))
-        except MonitorError as exc:  # a refused selection: say what was wrong, draw nothing
-            message = exc.message
-            empty = {"metric": metric or "", "groups": [], "data": [], "excluded": []}
-            drawn = view({**empty, "note": ""}, [], {})
-            return (f"Nothing to compare: {message}", None, *drawn[2:])
-        group = found["groups"][0] if found["groups"] else None
-        bucket_rows = dump(query.buckets(group["run_ids"], group_by="gpu")) if group else []
-        by_gpu = {} if group else runs_by_gpu(query, selection)
-        return view(found, bucket_rows, by_gpu)
+        return compared(query, _selection(project, runs, label, group_by), metric)
 
     @app.callback(
         Output(ids.HW_REPORT, "data"),
