@@ -9,12 +9,15 @@ Read once, when the alert fires; a diagnosis that cannot be made never stops the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from server.domain import parity, signals, urls
 from server.domain.alarms import Alert, ConfigDifference, Diagnosis, Rule
+from server.services.attribution import AttributionService, cause_line
+from server.services.query import QueryService
 from server.storage import references, runs, stored_steps
 from server.storage.db import Database
 
@@ -22,6 +25,7 @@ log = logging.getLogger("mismatch_monitor.alarms")
 
 LAG = "lag"
 SPAN = 50  # steps either side of the alert in the compare link
+CAUSE_WINDOW = 500  # steps up to the alert's that the likely cause is read from
 GPU_KEY = "gpu"  # GPU types come from the records' device names when no config names them
 
 
@@ -40,10 +44,27 @@ class Diagnostician:
             members = signals.members(metric)
             metric = alert.metric if alert.metric in members else members[0]
         try:
-            return self._diagnose(alert, metric)
+            found = self._diagnose(alert, metric)
         except Exception:
             log.exception("could not diagnose alert %s", alert.id)
             return None
+        return dataclasses.replace(found, likely_cause=self._likely_cause(alert))
+
+    def _likely_cause(self, alert: Alert) -> str:
+        """The attribution's top hypothesis over the steps up to the alert's, in one line; ""
+        when it cannot be made (the diagnosis goes out without it)."""
+        try:
+            found = AttributionService(QueryService(self._db)).attribution(
+                alert.run_id,
+                step_min=max(alert.step - CAUSE_WINDOW, 0),
+                step_max=alert.step,
+                projects=[alert.project],
+                gpu=False,
+            )
+        except Exception:
+            log.exception("could not attribute alert %s", alert.id)
+            return ""
+        return cause_line(found)
 
     def _diagnose(self, alert: Alert, metric: str) -> Diagnosis:
         with self._db.read() as conn:

@@ -47,6 +47,8 @@ def diagnosis_body(diagnosis: Diagnosis | None) -> dict[str, Any] | None:
         "weight_version": diagnosis.weight_version,
         "compare_url": diagnosis.compare_url,
         "note": diagnosis.note,
+        # Present when an attribution was made: bodies from before it keep their shape.
+        **({"likely_cause": diagnosis.likely_cause} if diagnosis.likely_cause else {}),
     }
 
 
@@ -238,7 +240,7 @@ def diagnosis_lines(diagnosis: dict[str, Any] | None) -> list[str]:
     matters, then lag and weight version, then the comparison link (Slack's link markup)."""
     if not diagnosis:
         return []
-    lines = []
+    lines = [diagnosis["likely_cause"]] if diagnosis.get("likely_cause") else []
     reference = diagnosis["reference_run"]
     if diagnosis["differences"]:
         lines.append(f"Differs from reference run {reference}:")
@@ -322,5 +324,6 @@ def _diagnosis_annotations(diagnosis: dict[str, Any] | None) -> dict[str, str]:
         "compare_url": diagnosis["compare_url"],
         "lag": diagnosis["lag"],
         "weight_version": diagnosis["weight_version"],
+        "likely_cause": diagnosis.get("likely_cause"),
     }
     return {k: str(v) for k, v in found.items() if v not in (None, "")}

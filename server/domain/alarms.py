@@ -221,7 +221,8 @@ class ConfigDifference:
 class Diagnosis:
     """What a notification says about why a mismatch alert may have fired: the run's
     parity-relevant differences from the project's reference run, its lag and weight version at
-    the alert's step (when logged), and a link to the comparison around that step."""
+    the alert's step (when logged), a link to the comparison around that step, and the likeliest
+    failure mode its metrics point at, in one line ("" when none could be made)."""
 
     reference_run: str | None
     differences: tuple[ConfigDifference, ...] = ()
@@ -229,6 +230,7 @@ class Diagnosis:
     weight_version: int | None = None
     compare_url: str | None = None
     note: str = ""
+    likely_cause: str = ""
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,10 @@ class AttributionService:
         step_max: int | None = None,
         projects: Sequence[str] | None = None,
         deadline: Deadline | None = None,
+        gpu: bool = True,
     ) -> AttributionOut:
-        """The checks and ranked hypotheses of one run over a step range (see module)."""
+        """The checks and ranked hypotheses of one run over a step range (see module); `gpu`
+        False skips the GPU contrast (a project-wide bootstrap), as an alert's diagnosis does."""
         check_range(step_min, step_max, 1)
         deadline = deadline or Deadline.unbounded()
         detail = self._query.get_run(run_id, projects=projects)
@@ -108,7 +110,11 @@ class AttributionService:
             [run_id], step_min=step_min, step_max=step_max, projects=projects
         )
         buckets = [Bucket(r.lo, r.hi, r.tokens, r.sum_k3) for r in rows if r.group == "all"]
-        contrast = self._gpu(run_id, detail.project, headline, detail.gpus, projects, deadline)
+        contrast = (
+            self._gpu(run_id, detail.project, headline, detail.gpus, projects, deadline)
+            if gpu
+            else None
+        )
         trace = Trace(
             headline.metric if headline is not None else None,
             {metric: _values(s) for metric, s in found.items()},
@@ -187,3 +193,11 @@ def _out(
             for c in result.checks
         ],
     )
+
+
+def cause_line(found: AttributionOut) -> str:
+    """The likeliest cause in one line, for a notification: its title, score and first piece
+    of evidence."""
+    top = found.top
+    evidence = f": {top.evidence[0]}" if top.evidence else ""
+    return f"Likely cause: {top.title} (score {top.score:.2f}){evidence}"

@@ -9,10 +9,19 @@ import math
 import random
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from server.alarms.diagnosis import Diagnostician
+from server.alarms.payloads import event, render
+from server.auth import OPEN
+from server.domain.alarms import Alert, Rule
+from server.schemas.ingest import IngestIn
+from server.services.ingest import IngestService
+from server.storage import migrate
+from server.storage.db import Database
 from tests.conftest import ROOT
 from tests.dashboard.seed import engine, run_body
 from tests.factories import bucket_table, record, run_upsert
@@ -138,3 +147,27 @@ def test_cli_diagnose_prints_the_likeliest_cause_and_its_checks(server: Any) -> 
     assert bad.returncode == 2 and "--step-range must be" in bad.stderr
     missing = _diagnose("nope", "--url", server.url)
     assert missing.returncode == 2 and "404" in missing.stderr
+
+
+def test_alert_diagnosis_carries_the_likely_cause_in_every_format(tmp_path: Path) -> None:
+    db = Database(str(tmp_path / "d.duckdb"))
+    migrate.upgrade(db)
+    ingest = IngestService(db)
+    ingest.ingest(IngestIn.model_validate(_offset_run("raw", project="p")), OPEN)
+    ingest.close()
+    alert = Alert(
+        id="al_1", rule_id="r_1", rule_name="vllm-kl high", project="p", run_id="raw",
+        metric="k3_kl", source="trainer", actor="trainer-0", severity="warning",
+        state="firing", step=STEPS - 1, value=0.2, threshold=0.05, started_at=1.7e9,
+    )  # fmt: skip
+    rule = Rule(id="r_1", project="p", name="vllm-kl high", kind="threshold", metric="k3_kl")
+    found = Diagnostician(db, base_url="https://monitor.example").diagnose(alert, rule)
+    db.dispose()
+    assert found is not None
+    assert found.likely_cause.startswith("Likely cause: raw instead of processed logprobs")
+    payload = event(alert, "firing", "https://monitor.example", found)
+    assert payload["diagnosis"]["likely_cause"] == found.likely_cause
+    slack = render("slack", payload)
+    assert isinstance(slack, dict) and found.likely_cause in slack["text"].splitlines()
+    (am,) = render("alertmanager", payload)
+    assert am["annotations"]["likely_cause"] == found.likely_cause
