@@ -94,7 +94,8 @@ def test_other_sampler_only_settings_reach_the_sampler_and_are_named_first(
     """Short completions keep these cheap (a check costs a decode step per token): a matched
     fp32 engine and trainer agree to ~1e-12, so a k3 a million times that is the setting."""
     llm = engine(EngineOptions(dtype="float32"))
-    report = parity(tiny_model, max_tokens=48, samples=1, llm=llm, **{setting: value})
+    sampler: dict[str, Any] = {setting: value}
+    report = parity(tiny_model, max_tokens=48, samples=1, llm=llm, **sampler)
     assert report.engine[setting] == value
     assert report.phases[0].metrics["k3_kl"] > 1e-6
     gate = evaluate(report)
