@@ -27,7 +27,7 @@ from collectors._metric_map import CONFIG_KEY as METRIC_MAP_KEY
 from dashboard import ids
 from dashboard.figures.series import series_figure
 from dashboard.figures.text import ROLLUPS_ONLY
-from dashboard.pages import run_data, run_exemplars
+from dashboard.pages import run_attribution, run_data, run_exemplars
 from dashboard.pages.run_data import groups_for
 from dashboard.query import AlertsLike, QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
@@ -85,6 +85,9 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
                 disabled=detail.status not in ("live", "idle"),
             ),
             html.Div(id=ids.RUN_PANELS),
+            run_attribution.section(
+                query, run_id, project=project, step_min=view.step_min, step_max=view.step_max
+            ),
             run_exemplars.section(
                 query, run_id, project=project, step_min=view.step_min, step_max=view.step_max
             ),

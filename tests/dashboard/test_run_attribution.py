@@ -1,0 +1,63 @@
+"""The run page's likely-cause section: built from the run's own attribution over the page's
+step range, the likeliest failure mode first with its evidence and every check's verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboard import ids
+from dashboard.pages import run
+from server.auth import OPEN
+from server.schemas.ingest import IngestIn
+from server.services.ingest import IngestService
+from server.services.query import QueryService
+from server.storage.db import Database
+from tests.server.test_attribution_api import _offset_run
+
+
+def _find(component: Any, component_id: str) -> Any:
+    if getattr(component, "id", None) == component_id:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list) else [children]:
+        if child is not None and not isinstance(child, str):
+            found = _find(child, component_id)
+            if found is not None:
+                return found
+    return None
+
+
+def _text(component: Any) -> str:
+    if isinstance(component, str):
+        return component
+    children = getattr(component, "children", None)
+    parts = children if isinstance(children, list) else [children]
+    return " ".join(_text(c) for c in parts if c is not None)
+
+
+def test_run_page_names_the_likely_cause_with_its_checks(migrated_db: Database) -> None:
+    ingest = IngestService(migrated_db)
+    ingest.ingest(IngestIn.model_validate(_offset_run("raw")), OPEN)
+    ingest.close()
+    page = run.layout(QueryService(migrated_db), {"run": "raw", "step_min": "5"})
+    section = _find(page, ids.RUN_ATTRIBUTION)
+    assert section is not None
+    text = _text(section)
+    assert "Likely cause" in text and "raw instead of processed logprobs" in text
+    assert "15 steps read" in text  # the page's range, steps 5 … 19
+    assert "pass mean_offset" in text and "not run gpu_contrast" in text
+    assert "engine.logprobs_mode = raw_logprobs raises it" in text
+
+
+def test_run_page_says_the_cause_is_unknown_when_the_run_logs_no_signal(
+    migrated_db: Database,
+) -> None:
+    ingest = IngestService(migrated_db)
+    body = {
+        "run": {"id": "quiet"},
+        "records": [{"run_id": "quiet", "step": 0, "source": "trainer", "metrics": {"loss": 1.0}}],
+    }
+    ingest.ingest(IngestIn.model_validate(body), OPEN)
+    ingest.close()
+    section = _find(run.layout(QueryService(migrated_db), {"run": "quiet"}), ids.RUN_ATTRIBUTION)
+    assert section is not None and "unknown" in _text(section)
