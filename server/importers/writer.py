@@ -212,10 +212,12 @@ class Sender(_Target):
     def stored_last_step(self, plan: RunPlan) -> int | None:
         """The run's last stored step as the server reports it; None for a run it does not
         hold, and for a token that may only ingest (it cannot read: every step is sent again,
-        and the server stores none of them twice)."""
+        and the server stores none of them twice). Without `--project` the server finds the run
+        by its id as ingest does (the one run of that id the token can write); an id that several
+        projects use (409) is left to ingest to refuse with its message."""
         params = {"project": plan.project} if plan.project else {}
         response = self._request("GET", f"/api/v1/runs/{quote(plan.run_id, safe='')}", params)
-        if response.status_code in (403, 404):
+        if response.status_code in (403, 404, 409):
             return None
         if response.status_code >= 400:
             raise ImportFailed(f"run {plan.run_id}: {_refusal(self.url, response)}")

@@ -122,8 +122,8 @@ def test_an_ingest_only_token_resends_everything_and_the_server_stores_none_twic
     assert _steps_of(Path(server.db), "resent") == _expected(60)
 
 
-def _plan(csv: Path, run_id: str) -> RunPlan:
-    plan = plan_run(wandb_source.read(csv), Options(run_id=run_id))
+def _plan(csv: Path, run_id: str, project: str | None = None) -> RunPlan:
+    plan = plan_run(wandb_source.read(csv), Options(run_id=run_id, project=project))
     check([plan])
     return plan
 
@@ -221,7 +221,7 @@ def _mock_sender(answers: list[httpx.Response]) -> tuple[Sender, list[httpx.Requ
 
 
 def test_a_busy_server_is_retried_after_its_retry_after(tmp_path: Path) -> None:
-    plan = _plan(write_csv(tmp_path / "history.csv", 3), "busy")
+    plan = _plan(write_csv(tmp_path / "history.csv", 3), "busy", "p")
     busy = [
         httpx.Response(503, headers={"Retry-After": "7"}, json={"detail": "busy"}),
         httpx.Response(429, json={"detail": "slow down"}),
@@ -233,8 +233,25 @@ def test_a_busy_server_is_retried_after_its_retry_after(tmp_path: Path) -> None:
 
 
 def test_a_batch_over_the_body_limit_is_split(tmp_path: Path) -> None:
-    plan = _plan(write_csv(tmp_path / "history.csv", 4), "big")
+    plan = _plan(write_csv(tmp_path / "history.csv", 4), "big", "p")
     sender, requests, _ = _mock_sender([httpx.Response(413, json={"detail": "too large"})])
     sender.write(plan)
     assert [r.method for r in requests].count("POST") == 3  # the whole, then two halves
     assert sender.summary.steps_sent == 4
+
+
+def test_a_server_admin_import_without_project_resumes_the_run_where_it_lives(
+    tmp_path: Path, server_factory: Any
+) -> None:
+    server, tokens = _deployment(tmp_path, server_factory)
+    csv = tmp_path / "history.csv"
+    write_csv(csv, 30)
+    into_a = _import(server.url, tokens["root"], csv, "--project", "a", "--as-run", "lives")
+    assert into_a.exit_code == 0, into_a.output
+    write_csv(csv, 60)
+    again = _import(server.url, tokens["root"], csv, "--as-run", "lives")
+    assert again.exit_code == 0, again.output
+    assert "steps: 60 (31 sent, 30 new, 1 already stored)" in again.stdout
+    root = tokens["root"]
+    assert server.get("/api/v1/runs/lives?project=a", token=root).json()["last_step"] == 59
+    assert server.get("/api/v1/runs/lives?project=default", token=root).status_code == 404
