@@ -54,7 +54,7 @@ class Diagnostician:
         """The attribution's top hypothesis over the steps up to the alert's, in one line; ""
         when it cannot be made (the diagnosis goes out without it)."""
         try:
-            found = AttributionService(QueryService(self._db)).attribution(
+            found = AttributionService(QueryService(self._db), self._db).attribution(
                 alert.run_id,
                 step_min=max(alert.step - CAUSE_WINDOW, 0),
                 step_max=alert.step,

@@ -23,6 +23,7 @@ Everything here is pure: series are `{step: value}` mappings, NaN and ±Inf valu
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -169,12 +170,19 @@ def update_steps(weight_version: Series) -> list[int]:
     return [s for (_, a), (s, b) in itertools.pairwise(versions) if b != a]
 
 
+def _on_steps(updates: Sequence[int], steps: Sequence[int]) -> list[int]:
+    """Each update on the first step of the signal at or after it: the first step served with
+    the new weights, where a run logs the signal every few steps."""
+    found = {steps[i] for u in updates if (i := bisect.bisect_left(steps, u)) < len(steps)}
+    return sorted(found)
+
+
 def update_jump(signal: Series, weight_version: Series) -> Check:
     """The signal at the first step served after each weight update against the steps between
     updates: what a prefix cache or KV state computed with the old weights leaves."""
     name = "update_jump"
     values = finite(signal)
-    updates = [s for s in update_steps(weight_version) if s in values]
+    updates = _on_steps(update_steps(weight_version), sorted(values))
     between = [v for s, v in values.items() if s not in set(updates)]
     if len(updates) < 2 or len(between) < 3:
         return _not_run(

@@ -10,8 +10,11 @@ spans another GPU type; a comparison that cannot be made leaves the check not ru
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
+
+import sqlalchemy as sa
 
 from server.analysis.attribution import Attribution, Hypothesis, Trace, attribute
 from server.analysis.attribution_checks import Bucket, GpuContrast
@@ -22,6 +25,9 @@ from server.schemas.attribution import AttributionOut, CheckOut, ConfigNoteOut, 
 from server.schemas.hardware import HardwareComparisonOut
 from server.schemas.query import SeriesOut
 from server.services.query import QueryService, check_range
+from server.storage import runs
+from server.storage import tables as t
+from server.storage.db import Database
 
 MAX_POINTS = 2000
 """Step buckets read per series: the checks need a shape (signs, medians, ranks), not every
@@ -70,9 +76,49 @@ def _contrast(
     return best
 
 
+def first_steps(
+    db: Database, run_id: str, project: str, step_min: int | None, step_max: int | None
+) -> dict[int, float]:
+    """{first step: weight version} of each weight version the run's records carry (the
+    `weight_version` of `log_metrics`): one row per version, however long the run."""
+    r = t.step_records.c
+    with db.read() as conn:
+        found = runs.row(conn, run_id, [project])
+        if not found:
+            return {}
+        query = sa.select(r.weight_version, sa.func.min(r.step)).where(
+            r.run_pk == found[0].pk, r.weight_version.is_not(None)
+        )
+        if step_min is not None:
+            query = query.where(r.step >= step_min)
+        if step_max is not None:
+            query = query.where(r.step <= step_max)
+        rows = conn.execute(query.group_by(r.weight_version)).all()
+    return {int(step): float(version) for version, step in rows}
+
+
+def _onto_buckets(versions: dict[int, float], signal: SeriesOut | None) -> dict[int, float]:
+    """Version changes keyed by the first step of the signal's bucket that holds them, when a
+    long run was read in step buckets: the update checks compare buckets then."""
+    if signal is None or not signal.downsampled:
+        return versions
+    spans = [(p.step, p.step_end) for p in signal.points]
+    starts = [lo for lo, _ in spans]
+    out: dict[int, float] = {}
+    for step, version in sorted(versions.items()):
+        i = bisect.bisect_right(starts, step) - 1
+        inside = i >= 0 and spans[i][0] <= step <= spans[i][1]
+        out[spans[i][0] if inside else step] = version
+    return out
+
+
 class AttributionService:
-    def __init__(self, query: QueryService) -> None:
+    """`db`, when given, adds the weight versions the run's records carry, for runs that log
+    them with their records rather than as a `weight_version` metric."""
+
+    def __init__(self, query: QueryService, db: Database | None = None) -> None:
         self._query = query
+        self._db = db
 
     def attribution(
         self,
@@ -115,9 +161,14 @@ class AttributionService:
             if gpu
             else None
         )
+        values = {metric: _values(s) for metric, s in found.items()}
+        if "weight_version" not in values and self._db is not None:
+            versions = first_steps(self._db, run_id, detail.project, step_min, step_max)
+            signal = found.get(headline.metric) if headline is not None else None
+            values["weight_version"] = _onto_buckets(versions, signal)
         trace = Trace(
             headline.metric if headline is not None else None,
-            {metric: _values(s) for metric, s in found.items()},
+            values,
             buckets,
             parity.flatten(detail.config),
             contrast,

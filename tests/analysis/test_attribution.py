@@ -112,6 +112,16 @@ def test_jump_away_from_updates_is_not_update_aligned() -> None:
     assert by_name(trace)["update_jump"].passed is False
 
 
+def test_jump_is_read_at_the_first_logged_step_after_each_update() -> None:
+    k3 = {s: v for s, v in noisy(1e-4, seed=21).items() if s % 2 == 0}  # logged every 2 steps
+    version = {s: float((s + 1) // 6) for s in range(STEPS)}  # updates at 5, 11, 17, 23, 29
+    for step in (6, 12, 18, 24):  # the first logged step after each update
+        k3[step] *= 20
+    found = checks.update_jump(k3, version)
+    assert found.passed is True
+    assert found.figure is not None and found.figure > 10
+
+
 def test_jump_check_is_not_run_without_weight_versions() -> None:
     found = by_name(Trace("k3_kl", {"k3_kl": noisy(1e-4, seed=8)}))["update_jump"]
     assert found.passed is None and "weight_version" in found.sentence

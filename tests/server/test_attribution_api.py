@@ -54,13 +54,18 @@ def _offset_run(run_id: str, project: str = "default") -> dict[str, Any]:
     return {"run": run_upsert(run_id, project=project, config=config), "records": records}
 
 
-def _stale_run(run_id: str) -> dict[str, Any]:
-    """k3 jumps at each weight update and only there; the rollout side logs the versions."""
+def _stale_run(run_id: str, *, on_records: bool = False) -> dict[str, Any]:
+    """k3 jumps at each weight update and only there; the rollout side logs the versions as a
+    metric, or (`on_records`) the trainer's records carry them."""
     values = _k3(2, 1e-4)
     records = []
     for s, v in enumerate(values):
         jump = 20.0 if s % 5 == 0 and s > 0 else 1.0
-        records.append(record(run_id, s, {"k3_kl": v * jump, "k1_kl": v * jump}))
+        metrics = {"k3_kl": v * jump, "k1_kl": v * jump}
+        if on_records:
+            records.append(record(run_id, s, metrics, weight_version=s // 5))
+            continue
+        records.append(record(run_id, s, metrics))
         rollout = {"weight_version": float(s // 5), "prefix_cache_hit_rate": 0.5}
         records.append(record(run_id, s, rollout, source="rollout", actor="vllm-0"))
     config = {"engine": {"enable_prefix_caching": True, "logprobs_mode": "processed_logprobs"}}
@@ -89,8 +94,9 @@ def test_step_range_limits_what_is_read(server: Any) -> None:
     assert (found["step_min"], found["step_max"], found["steps"]) == (5, 14, 10)
 
 
-def test_update_aligned_jump_is_attributed_to_stale_state(server: Any) -> None:
-    _ingest(server, _stale_run("stale"))
+@pytest.mark.parametrize("on_records", [False, True], ids=["metric", "records"])
+def test_update_aligned_jump_is_attributed_to_stale_state(server: Any, on_records: bool) -> None:
+    _ingest(server, _stale_run("stale", on_records=on_records))
     found = server.query("/api/v1/runs/stale/attribution")
     assert found["top"]["mode"] == "stale_state"
     checks = {c["name"]: c for c in found["checks"]}
