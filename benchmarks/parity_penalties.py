@@ -81,7 +81,7 @@ def run(model: Path, args: argparse.Namespace) -> None:
     base = next((m["k3_kl"] for p, m, *_ in rows if p == 1.0), None)
     head = (
         f"{'rep_penalty':>11}  {'tokens':>6}  {'k3_kl':>9}  {'k1_kl':>9}  {'mean |d|':>9}  "
-        f"{'ratio_dev_1e4':>13}  {'k3 / k3(1.0)':>12}  {'gate':>6}  first reason"
+        f"{'ratio_dev_1e4':>13}  {'k3 / k3(1.0)':>12}  {'gate':>6}  suspect named first"
     )
     print(head)
     for penalty, m, passed, first, _ in rows:
