@@ -42,7 +42,13 @@ imports = typer.Typer(
     no_args_is_help=True,
 )
 
-ProjectOpt = Annotated[str | None, typer.Option(help="Project the runs land in (default: default)")]
+ProjectOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Project the runs land in (default: the token's with --url, else default); "
+        "a project token can import into its own project only"
+    ),
+]
 FrameworkOpt = Annotated[
     str | None,
     typer.Option(
@@ -81,7 +87,7 @@ ImportDbOpt = Annotated[
         "--db",
         envvar="MISMATCH_DB",
         help=f"Write into this database instead (administrators; no server may hold a DuckDB "
-        f"file): DuckDB file path or SQLAlchemy URL [default: {DEFAULT_DB}]",
+        f"file): DuckDB file path or SQLAlchemy URL (default: {DEFAULT_DB})",
         show_default=False,
     ),
 ]
