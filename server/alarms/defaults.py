@@ -69,7 +69,7 @@ the relative rules, which compare a run with its own past, never fire. 0.05 is f
 highest healthy k3 of the corpus and of dense bf16 runs in the field (1e-2), inside the range
 where field runs failed (A100 at 1e-2 … 1): a healthy run at 1e-2 with the corpus's widest noise
 (σ 0.8 in log space) passes it on 2% of steps, three in a row about once per 100,000 steps, and
-benign blips come isolated. A TRL run at a mean |d| of 0.25 nats reads 0.125 here."""
+benign blips come isolated. A TRL run at a mean |d| of 0.25 nats reads 0.25 here."""
 
 RATIO_WHY = """A steady offset of the mean importance ratio from 1 is what raw instead of processed
 logprobs, a sampler-only penalty, or a top-p/top-k the trainer ignores look like, from the first

@@ -45,15 +45,16 @@ RATIO = "signal:ratio"
 scale) — raw instead of processed logprobs, a sampler-only penalty, top-p renormalisation."""
 FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO)
 
-ABS_D_TO_K3 = 2.0
+ABS_D_TO_K3 = 4.0
 """k3 ≈ ABS_D_TO_K3 · (mean |d|)². A Gaussian d gives π/4 ≈ 0.79; a heavier-tailed d, whose gap
-sits on a minority of tokens, gives more. Measured on the demo's real vLLM runs on this CPU
-(`benchmarks/signal_calibration.py`, 30 steps per scenario), the median of k3 / (mean |d|)² per
-step is 2.2 for raw logprobs (k3 ≈ 3e-3) and 4.1 for a bf16 lm_head (k3 ≈ 3e-5); it falls below
-1 only where k3 is past 1 and the run is long gone. 2 sits between the Gaussian bound and those
-engine figures: a converted level is never more than twice too high where runs are still
-healthy, and a TRL run at a mean |d| of 0.25 (the public repetition-penalty run) reads a k3 of
-0.125, past the vllm-kl high rule's 0.1."""
+sits on a minority of tokens, gives more (a share q of tokens at gap a gives 1/(2q)). Measured on
+the real vLLM engine on this CPU, the median of k3 / (mean |d|)² per step is 2.2 for raw logprobs
+and 4.1 for a bf16 lm_head (the demo's runs, `benchmarks/signal_calibration.py`), 5.0 for a
+sampler-only repetition penalty of 1.1 and 7.2 at 1.3 (`benchmarks/parity_penalties.py`: k3
+2.3e-3 at a mean |d| of 0.021); it falls below 1 only where k3 is past 1 and the run long gone.
+4 is the middle of those engine figures: a converted level is within a factor of two of the k3
+those runs logged, and a TRL run at a mean |d| of 0.25 (the public repetition-penalty run) reads
+a k3 of 0.25, five times the vllm-kl high rule's 0.05."""
 
 SEQ_RATIO_NOISE = 40.0
 """How much noisier a per-sequence, truncated importance-ratio mean is than a token mean of r,
