@@ -293,13 +293,18 @@ def gpu_contrast(contrast: GpuContrast | None) -> Check:
 
 
 def level(signal: Series, *, healthy: float, unit: str) -> Check:
-    """The median of the signal on its family's scale against the healthy bound."""
-    values = list(finite(signal).values())
+    """The signal's median on its family's scale against the healthy bound: over the whole
+    range and over its latest tenth (at least `MIN_STEPS` steps), whichever is further out, so
+    a run that has just begun to collapse is not called healthy by the steps before it."""
+    values = [v for _, v in sorted(finite(signal).items())]
     if not values:
         return _not_run("level", healthy, "finite values of a mismatch signal")
-    median = float(np.median(values))
+    overall = float(np.median(values))
+    recent = float(np.median(values[-max(len(values) // 10, MIN_STEPS) :]))
+    median = recent if abs(recent) > abs(overall) else overall
     passed = abs(median) <= healthy
-    sentence = f"median {unit} {_fmt(median)} " + (
+    where = "latest median" if median == recent and recent != overall else "median"
+    sentence = f"{where} {unit} {_fmt(median)} " + (
         f"within the healthy bound {_fmt(healthy)}" if passed else f"above {_fmt(healthy)}"
     )
     return Check("level", median, healthy, passed, sentence)

@@ -206,6 +206,16 @@ def test_healthy_run_is_within_normal_noise() -> None:
     assert result.steps == STEPS
 
 
+def test_recent_rise_past_the_healthy_bound_is_not_normal_noise() -> None:
+    k3 = noisy(1e-4, seed=22)
+    for step in range(STEPS - 5, STEPS):  # the last 5 steps collapse
+        k3[step] *= 100
+    trace = Trace("k3_kl", {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=23)})
+    found = by_name(trace)["level"]
+    assert found.passed is False and "latest median" in found.sentence
+    assert attribute(trace).top.mode == "unknown"
+
+
 def test_high_level_without_a_fingerprint_is_unknown() -> None:
     k3 = noisy(5e-2, seed=18)
     result = attribute(Trace("k3_kl", {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=19)}))
