@@ -183,7 +183,8 @@ def update_jump(signal: Series, weight_version: Series) -> Check:
     name = "update_jump"
     values = finite(signal)
     updates = _on_steps(update_steps(weight_version), sorted(values))
-    between = [v for s, v in values.items() if s not in set(updates)]
+    at_updates = set(updates)
+    between = [v for s, v in values.items() if s not in at_updates]
     if len(updates) < 2 or len(between) < 3:
         return _not_run(
             name, JUMP_RATIO, "a weight_version series with 2+ updates and steps between them"
@@ -232,14 +233,10 @@ def bucket_slope(buckets: Sequence[Bucket]) -> Check:
 
 
 def _ranks(values: Sequence[float]) -> np.ndarray:
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(len(values), dtype=float)
-    sorted_values = np.asarray(values)[order]
-    for value in np.unique(sorted_values):  # ties share their mean rank
-        tied = np.asarray(values) == value
-        ranks[tied] = ranks[tied].mean()
-    return ranks
+    """Ranks from 0, tied values sharing their mean rank."""
+    _, inverse, counts = np.unique(np.asarray(values), return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - counts + (counts - 1) / 2.0
+    return np.asarray(mean_rank[inverse], dtype=float)
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
