@@ -223,6 +223,21 @@ def _passed(found: Mapping[str, Check], name: str) -> bool:
     return found[name].passed is True
 
 
+def _from_start(trace: Trace) -> bool:
+    """Does the offset hold over the first third of the steps alone (a setting is there from
+    step one; a drift that grows into an offset is something else)?"""
+    steps = sorted(checks.finite(trace.get("k3_kl")) or checks.finite(_ratio_series(trace)))
+    early = set(steps[: max(len(steps) // 3, checks.MIN_STEPS)])
+
+    def head(series: Series) -> Series:
+        return {s: v for s, v in series.items() if s in early}
+
+    found = checks.mean_offset(
+        head(trace.get("k3_kl")), head(trace.get("k1_kl")), head(_ratio_series(trace))
+    )
+    return found.passed is True
+
+
 def _evidence(trace: Trace, found: Mapping[str, Check]) -> dict[Mode, tuple[float, list[str]]]:
     """Each mode's score from the checks alone, with the sentences behind it."""
     signal = [v for _, v in sorted(checks.finite(_scaled(trace)).items())]
@@ -245,6 +260,8 @@ def _evidence(trace: Trace, found: Mapping[str, Check]) -> dict[Mode, tuple[floa
         add("sampler_offset", PRIMARY, found["mean_offset"].sentence)
         if clip and max(clip) > CLIP_HIGH:
             add("sampler_offset", SUPPORT, f"clip/IS-mask rate {max(clip):.1%} of tokens")
+        if _from_start(trace):
+            add("sampler_offset", SUPPORT, "already there in the first steps: a setting")
     if _passed(found, "update_jump"):
         add("stale_state", PRIMARY, found["update_jump"].sentence)
         if cache and max(cache) > 0:

@@ -60,6 +60,17 @@ def test_offset_is_read_from_ratio_drift_when_the_run_logs_no_k1() -> None:
     assert attribute(trace).top.mode == "sampler_offset"
 
 
+def test_offset_present_from_the_first_steps_scores_above_one_that_grows_in() -> None:
+    k3 = noisy(3e-3, seed=24)
+    steady = {s: -2 * v for s, v in k3.items()}
+    grown = {s: (-2 * v if s >= STEPS // 2 else v) for s, v in k3.items()}
+    from_start = attribute(Trace("k3_kl", {"k3_kl": k3, "k1_kl": steady})).top
+    later = attribute(Trace("k3_kl", {"k3_kl": k3, "k1_kl": grown})).top
+    assert from_start.mode == "sampler_offset"
+    assert any("first steps" in e for e in from_start.evidence)
+    assert later.mode != "sampler_offset" or later.score < from_start.score
+
+
 def test_offset_of_unsteady_sign_is_not_an_offset() -> None:
     drift = {s: 200.0 * (-1) ** s for s in range(STEPS)}
     assert by_name(Trace("ratio_dev_1e4", {"ratio_dev_1e4": drift}))["mean_offset"].passed is False
