@@ -6,6 +6,8 @@ The demo is a client of the collectors, like any trainer: it reaches the server 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -42,6 +44,14 @@ def demo(
     engine: Annotated[str, typer.Option(help="auto | vllm | torch")] = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Where the tiny model is cached")] = None,
     run_prefix: Annotated[str, typer.Option(help="Run ids are PREFIX-SCENARIO")] = "demo",
+    parity: Annotated[
+        bool,
+        typer.Option(
+            "--parity/--no-parity",
+            help="Then store an engine-parity report of the tiny model (`mismatch parity`; "
+            "needs vLLM)",
+        ),
+    ] = True,
 ) -> None:
     """Train a tiny model with RL on this machine, reproducing the write-ups' failure modes."""
     import httpx
@@ -90,11 +100,60 @@ def demo(
                 on_step=partial(_advance, bar, task),
             )
             summaries.append(summarise(reports))
+    stored = parity and _store_parity(model_dir, url, token, run_prefix, engine, timings)
     _summary(summaries, timings, time.perf_counter() - started)
     view = urls.compare_view(
         [f"{run_prefix}-{n}" for n in chosen], reference=f"{run_prefix}-parity", metric="k3_kl"
     )
     typer.echo(f"compare: {urls.absolute(url, view)}")
+    if stored:
+        typer.echo(f"parity:  {urls.absolute(url, urls.PARITY)}")
+
+
+def parity_command(model_dir: Path, url: str, run_prefix: str) -> list[str]:
+    """`mismatch parity` on the demo's tiny model at the demo's temperature, stored in the
+    demo's project: the Parity page's first report. A separate process, as a user runs it."""
+    from demo.loop import PROJECT, TEMPERATURE
+
+    return [
+        sys.executable,
+        "-m",
+        "server.cli",
+        "parity",
+        str(model_dir),
+        "--temperature",
+        str(TEMPERATURE),
+        "--url",
+        url,
+        "--project",
+        PROJECT,
+        "--label",
+        f"demo={run_prefix}",
+    ]
+
+
+def _store_parity(
+    model_dir: Path,
+    url: str,
+    token: str | None,
+    run_prefix: str,
+    engine: str,
+    timings: dict[str, float],
+) -> bool:
+    """Store a parity report (True when one was stored). Exit status 1 is a failed gate: the
+    report is stored all the same, and says why."""
+    if engine != "vllm":
+        typer.echo("parity report: skipped (`mismatch parity` samples with vLLM, not installed)")
+        return False
+    typer.echo("\nparity report of the tiny model (mismatch parity):")
+    env = {**os.environ, **({"MISMATCH_TOKEN": token} if token else {})}
+    started = time.perf_counter()
+    done = subprocess.run(parity_command(model_dir, url, run_prefix), env=env, check=False)
+    timings["parity"] = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        typer.secho(f"parity report: not stored (exit {done.returncode})", fg=typer.colors.RED)
+        return False
+    return True
 
 
 def _summary(summaries: list[Any], timings: dict[str, float], total: float) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -37,3 +39,28 @@ def test_summary_table_shows_median_and_range_per_scenario() -> None:
 def test_summary_of_no_steps_is_refused() -> None:
     with pytest.raises(ValueError, match="no steps"):
         summarise([])
+
+
+def test_demo_stores_its_parity_report_with_the_public_command_in_the_demo_project() -> None:
+    from pathlib import Path
+
+    from demo.cli import parity_command
+    from demo.loop import PROJECT, TEMPERATURE
+
+    cmd = parity_command(Path("/models/tiny"), "http://127.0.0.1:8765", "demo")
+    assert cmd[1:5] == ["-m", "server.cli", "parity", "/models/tiny"]
+    options = dict(zip(cmd[5::2], cmd[6::2], strict=True))
+    assert options == {
+        "--temperature": str(TEMPERATURE),
+        "--url": "http://127.0.0.1:8765",
+        "--project": PROJECT,
+        "--label": "demo=demo",
+    }
+    # every option is one the parity command takes (its --help, from the same interpreter)
+    import subprocess
+
+    wide = {**os.environ, "COLUMNS": "200"}
+    usage = subprocess.run(
+        [*cmd[:4], "--help"], capture_output=True, text=True, check=True, env=wide
+    ).stdout
+    assert all(f"{option} " in usage for option in options)
