@@ -209,14 +209,33 @@ CONFIG_RULES: tuple[_Rule, ...] = (
 
 
 def config_notes(config: Mapping[str, str]) -> dict[Mode, list[ConfigNote]]:
+    """The recorded settings that bear on each mode. A temperature other than 1 counts only
+    beside raw logprobs: with processed logprobs the trainer applies the same temperature (a
+    trainer's own `temperature` key says so), and it explains nothing."""
     notes: dict[Mode, list[ConfigNote]] = {}
+    raw = any(
+        k.rsplit(".", 1)[-1] == "logprobs_mode" and "raw" in v.lower() for k, v in config.items()
+    )
     for key, value in sorted(config.items()):
         leaf = key.rsplit(".", 1)[-1]
+        if leaf == "temperature" and not raw:
+            continue
         for name, mode, judge in CONFIG_RULES:
             effect = judge(value) if name == leaf else None
             if effect is not None:
                 notes.setdefault(mode, []).append(ConfigNote(key, value, effect, parity.why(key)))
     return notes
+
+
+def config_weight(notes: Sequence[ConfigNote]) -> float:
+    """What recorded settings add to a hypothesis: `CONFIG_WEIGHT` per setting that raises it
+    (two at most); settings that lower it count only when none raises it, since a neutral
+    setting beside the one that explains the mode argues nothing (top_p = 1 beside raw
+    logprobs), and an fp32 head on the other side is what "one side" means."""
+    raises = sum(n.effect == "raises" for n in notes)
+    if raises:
+        return CONFIG_WEIGHT * min(raises, 2)
+    return -CONFIG_WEIGHT if notes else 0.0
 
 
 def _passed(found: Mapping[str, Check], name: str) -> bool:
@@ -262,10 +281,16 @@ def _evidence(trace: Trace, found: Mapping[str, Check]) -> dict[Mode, tuple[floa
             add("sampler_offset", SUPPORT, f"clip/IS-mask rate {max(clip):.1%} of tokens")
         if _from_start(trace):
             add("sampler_offset", SUPPORT, "already there in the first steps: a setting")
+    lags = list(checks.finite(trace.get("lag")).values())
     if _passed(found, "update_jump"):
         add("stale_state", PRIMARY, found["update_jump"].sentence)
-        if cache and max(cache) > 0:
-            add("stale_state", SUPPORT, f"prefix cache hit rate up to {max(cache):.0%}")
+    if cache and max(cache) > 0 and (_passed(found, "update_jump") or (lags and max(lags) > 0)):
+        add(
+            "stale_state",
+            SUPPORT,
+            f"prefix cache hit rate up to {max(cache):.0%}"
+            + ("" if _passed(found, "update_jump") else " while rollouts lag the trainer"),
+        )
     if _passed(found, "bucket_slope") and not _passed(found, "mean_offset") and above:
         add("head_precision", PRIMARY, found["bucket_slope"].sentence)
         if steady:
@@ -287,7 +312,7 @@ def attribute(trace: Trace) -> Attribution:
     for mode in TITLES:
         score, evidence = scores.get(mode, (0.0, []))
         mine = notes.get(mode, [])
-        score += CONFIG_WEIGHT * sum(1 if n.effect == "raises" else -1 for n in mine)
+        score += config_weight(mine)
         hypotheses.append(Hypothesis(mode, TITLES[mode], score, tuple(evidence), tuple(mine)))
     best = max((h.score for h in hypotheses), default=0.0)
     level = found["level"]

@@ -90,6 +90,23 @@ def test_raw_logprobs_config_raises_the_offset_and_is_shown_beside_it() -> None:
     }
 
 
+def test_temperature_counts_only_beside_raw_logprobs() -> None:
+    k3 = noisy(1e-4, seed=25)
+    series = {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=26)}
+    processed = {"engine.logprobs_mode": "processed_logprobs", "engine.temperature": "0.7"}
+    result = attribute(Trace("k3_kl", series, config=processed))
+    assert result.top.mode == "normal_noise"
+    offset = next(h for h in result.hypotheses if h.mode == "sampler_offset")
+    assert [(n.key, n.effect) for n in offset.config] == [("engine.logprobs_mode", "lowers")]
+
+
+def test_fp32_head_on_the_other_side_does_not_cancel_a_bf16_head() -> None:
+    config = {"engine.head_dtype": "bfloat16", "trainer.lm_head_dtype": "float32"}
+    result = attribute(Trace("k3_kl", {"k3_kl": noisy(1e-4, seed=27)}, config=config))
+    head = next(h for h in result.hypotheses if h.mode == "head_precision")
+    assert head.score > 0 and {n.effect for n in head.config} == {"raises", "lowers"}
+
+
 def updates_every(period: int) -> dict[int, float]:
     return {s: float(s // period) for s in range(STEPS)}
 
