@@ -28,7 +28,6 @@ class Receiver:
     `status`."""
 
     def __init__(self, port: int | None = None, fail_first: int = 0, status: int = 200) -> None:
-        self.port = port or free_port()
         self.fail_first = fail_first
         self.status = status
         self.seen: list[tuple[dict[str, str], bytes, int]] = []
@@ -45,7 +44,9 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        # Port 0: the kernel's choice, bound at once (no other worker can take it meanwhile).
+        self.server = ThreadingHTTPServer(("127.0.0.1", port or 0), Handler)
+        self.port = int(self.server.server_address[1])
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
