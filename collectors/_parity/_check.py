@@ -73,18 +73,9 @@ def parity(
         raise ValueError(f"weight_update must be one of {', '.join(WEIGHT_UPDATES)}")
     if llm is not None and engine is not None:
         raise ValueError("engine options apply to an engine the check starts, not to llm")
-    sampling = Sampling(
-        temperature,
-        top_p,
-        top_k,
-        max_tokens,
-        samples,
-        seed,
-        repetition_penalty=repetition_penalty,
-        presence_penalty=presence_penalty,
-        frequency_penalty=frequency_penalty,
-        min_p=min_p,
-    )
+    sampling = Sampling(temperature, top_p, top_k, max_tokens, samples, seed,
+                        repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+                        frequency_penalty=frequency_penalty, min_p=min_p)  # fmt: skip
     _check_sampler_only(sampling)
     k = check_k(exemplars)
     texts = _prompt_texts(prompts)
@@ -97,20 +88,9 @@ def parity(
         llm = start(model, options)
     try:
         config = effective_config(llm, sampling)
-        found = [_phase(0, "plain sampling", sample(llm, texts, sampling), trainer, sampling, k)]
-        if weight_update != "none":
-            if weight_update == "perturbed":
-                perturbed(trainer, perturbation, seed)
-            push_weights(llm, dict(trainer.state_dict()), reset_prefix_cache=reset_prefix_cache)
-            cache = "reset" if reset_prefix_cache else "kept"
-            name = f"after pushing {weight_update} weights, prefix cache {cache}"
-            found.append(_phase(1, name, sample(llm, texts, sampling), trainer, sampling, k))
-            if not reset_prefix_cache and config.get("enable_prefix_caching"):
-                # The control: the same weights with the cache dropped. Agreement here and not
-                # in step 1 pins a step-1 mismatch on the kept cache.
-                llm.reset_prefix_cache()
-                name = f"after pushing {weight_update} weights, then resetting the prefix cache"
-                found.append(_phase(2, name, sample(llm, texts, sampling), trainer, sampling, k))
+        found = _phases(llm, trainer, texts, sampling, config, k, weight_update=weight_update,
+                        reset_prefix_cache=reset_prefix_cache, perturbation=perturbation,
+                        seed=seed)  # fmt: skip
     finally:
         if owned:
             stop(llm)
@@ -129,6 +109,39 @@ def parity(
             "perturbation": perturbation if weight_update == "perturbed" else None,
         },
     )
+
+
+def _phases(
+    llm: Any,
+    trainer: Any,
+    texts: list[str],
+    sampling: Sampling,
+    config: dict[str, Any],
+    k: int,
+    *,
+    weight_update: WeightUpdate,
+    reset_prefix_cache: bool,
+    perturbation: float,
+    seed: int,
+) -> list[Any]:
+    """Plain sampling (step 0), then, with a weight update, the same prompts after the push
+    (step 1) and, when the prefix cache was kept, after resetting it (step 2)."""
+    found = [_phase(0, "plain sampling", sample(llm, texts, sampling), trainer, sampling, k)]
+    if weight_update == "none":
+        return found
+    if weight_update == "perturbed":
+        perturbed(trainer, perturbation, seed)
+    push_weights(llm, dict(trainer.state_dict()), reset_prefix_cache=reset_prefix_cache)
+    cache = "reset" if reset_prefix_cache else "kept"
+    name = f"after pushing {weight_update} weights, prefix cache {cache}"
+    found.append(_phase(1, name, sample(llm, texts, sampling), trainer, sampling, k))
+    if not reset_prefix_cache and config.get("enable_prefix_caching"):
+        # The control: the same weights with the cache dropped. Agreement here and not in step 1
+        # pins a step-1 mismatch on the kept cache.
+        llm.reset_prefix_cache()
+        name = f"after pushing {weight_update} weights, then resetting the prefix cache"
+        found.append(_phase(2, name, sample(llm, texts, sampling), trainer, sampling, k))
+    return found
 
 
 def _check_sampler_only(sampling: Sampling) -> None:
