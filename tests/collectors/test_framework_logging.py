@@ -4,6 +4,7 @@ Through the real `Run` with a recording transport (no network)."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from importlib import metadata
 from pathlib import Path
@@ -74,10 +75,12 @@ def test_provenance_names_the_framework_and_its_installed_version(
 def test_provenance_without_the_framework_installed_has_no_version(tmp_path: Path) -> None:
     transport = FakeTransport()
     run = make_run(tmp_path, transport)
-    run.log_metrics(1, {"sampling/sampling_logp_difference/mean": 0.01}, framework="trl")
+    # OpenRLHF is not installed here (TRL is: the TRL recipe's test trains with it).
+    assert importlib.util.find_spec("openrlhf") is None
+    run.log_metrics(1, {"vllm_kl": 0.01}, framework="openrlhf")
     assert run.flush(10)
-    assert _config(transport)["framework"] == {"name": "trl", "version": None}
-    assert transport.records()[0]["metrics"] == {"abs_logp_diff_mean": 0.01}
+    assert _config(transport)["framework"] == {"name": "openrlhf", "version": None}
+    assert transport.records()[0]["metrics"] == {"k1_kl": 0.01}
     run.close()
 
 

@@ -11,7 +11,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,13 @@ class Held:
         await self.release.wait()
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _run(scenario: Coroutine[Any, Any, None]) -> None:
+    """Run a scenario on an event loop of its own thread: a worker that drives a browser keeps
+    a loop running on the main thread, where asyncio.run() refuses to start another."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, scenario).result()
 
 
 def _request(
@@ -114,7 +122,7 @@ def test_a_reservation_lasts_until_the_response_is_sent_and_refuses_what_does_no
         await middleware(scope, receive, small)  # type: ignore[arg-type]
         assert small.status == 200 and budget.used == 0
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_gzip_bodies_reserve_their_decoded_size_as_they_decode() -> None:
@@ -143,7 +151,7 @@ def test_gzip_bodies_reserve_their_decoded_size_as_they_decode() -> None:
         assert answers.status == 200 and alone.bodies[0] == gzip.decompress(compressed)
         assert budget.used == 0
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_bodies_of_unknown_length_reserve_what_arrives() -> None:
@@ -164,7 +172,7 @@ def test_bodies_of_unknown_length_reserve_what_arrives() -> None:
         await holder
         assert budget.used == 0
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_a_request_alone_is_admitted_even_past_the_budget_and_released_on_failure() -> None:
@@ -179,7 +187,7 @@ def test_a_request_alone_is_admitted_even_past_the_budget_and_released_on_failur
             await middleware(*_request(b"x" * 500_000)[:2], Answers())  # type: ignore[arg-type]
         assert budget.used == 0
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_the_budget_defaults_to_four_bodies_and_must_hold_one() -> None:
