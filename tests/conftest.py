@@ -242,23 +242,42 @@ def _first_the_longest(item: pytest.Item) -> int:
     return 2
 
 
+# Module-scoped autouse fixtures of every module: no reason to keep a module on one worker.
+_EVERY_MODULE = frozenset(
+    {"_flask_proxies_resolve_beside_vllm", "_chromium_closes_with_its_module"}
+)
+
+
 def _shares_fixtures_beyond_a_test(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return False
     return any(
         definition.scope in ("module", "class", "package")
-        and definition.argname != "_flask_proxies_resolve_beside_vllm"
+        and definition.argname not in _EVERY_MODULE
         for definitions in info.name2fixturedefs.values()
         for definition in definitions
     )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _close_chromium()
+
+
+def _close_chromium() -> None:
     """This process's Chromium (tests/dashboard/chromium.py), if a test started one."""
     chromium = sys.modules.get("tests.dashboard.chromium")
     if chromium is not None:
         chromium.close_shared()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _chromium_closes_with_its_module() -> Iterator[None]:
+    """Playwright's sync API keeps an event loop running on the main thread while its browser
+    is open; a later module's test of this worker that runs its own loop (`asyncio.run`) would
+    fail, in some orders only. So the browser lives as long as the module that started it."""
+    yield
+    _close_chromium()
 
 
 @pytest.fixture(autouse=True)

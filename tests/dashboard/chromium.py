@@ -2,9 +2,10 @@
 browser downloads by test tools fail here. Shared by the dashboard fixtures, the security tier
 and the demo test.
 
-One browser per test process (per xdist worker), started on first use and closed when the
-session ends (`close_shared`, called from tests/conftest.py): starting Chromium costs seconds,
-a fresh context per test keeps tests apart (cookies, storage, dialogs).
+One browser per test process (per xdist worker) at a time, started on first use and closed
+when the module that started it ends (`close_shared`, called from tests/conftest.py: Playwright's
+sync API keeps an event loop running on the main thread while it is open); the tests of a module
+share it, a fresh context per test keeps them apart (cookies, storage, dialogs).
 """
 
 from __future__ import annotations

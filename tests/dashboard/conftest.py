@@ -1,6 +1,6 @@
 """Real headless Chromium (the Debian package; browser downloads fail here) for the dashboard
-tests: one browser per test process (xdist worker), a fresh context per test with dialogs
-recorded."""
+tests: one browser per module (Playwright keeps an event loop on the main thread while it is
+open, see tests/conftest.py), a fresh context per test with dialogs recorded."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests.dashboard.chromium import launched
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with launched() as browser:
         yield browser
