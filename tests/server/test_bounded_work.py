@@ -169,7 +169,11 @@ def test_sigterm_with_backtests_in_flight_stops_the_server_keeping_acknowledged_
     _poll(lambda: server.proc.poll() is not None, 10.0, "the server still runs 10 s after SIGTERM")
     for sender in senders:
         sender.join(30)
-    assert not any(isinstance(a, httpx.Response) and a.status_code == 200 for a in answers)
+    # A backtest that finished within the 5 s grace answered 200; the rest were stopped: their
+    # connection closed, or a 503. Nothing else, and none hung.
+    assert len(answers) == len(senders)
+    for answer in answers:
+        assert isinstance(answer, httpx.HTTPError) or answer.status_code in (200, 503), answer
     restarted = server_factory(db)
     run = restarted.query(f"/api/v1/runs/acked?project={PROJECT}")
     assert run["last_step"] == 49
