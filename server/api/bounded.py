@@ -7,7 +7,8 @@ The route answers as soon as one of these happens, whichever comes first:
   not reached its next check yet (it stops there);
 - the client goes away: the work is stopped, nobody is answered;
 - the server stops (uvicorn cancels the request after its graceful-shutdown wait): the work is
-  stopped, so the process exits instead of waiting for a replay to end.
+  stopped, so the process exits instead of waiting for a replay to end, and the client gets 503
+  with `Retry-After` rather than a 500.
 
 Work that takes the deadline checks it in its loops (see `server.deadlines`); work that does not
 (one bounded SQL read) finishes in its thread and its result is dropped.
@@ -51,6 +52,11 @@ class Analysis:
                 if await self._request.is_disconnected():
                     deadline.cancel("the client went away")
                     raise deadline.error()
+        except asyncio.CancelledError:
+            # The server is stopping and its grace is over: answer 503 (retry elsewhere or
+            # later) rather than letting the cancellation surface as a 500.
+            deadline.cancel("the server is stopping; retry")
+            raise deadline.error() from None
         finally:
             if not task.done():  # passed, client gone, or the server stopping (cancelled)
                 deadline.cancel("the server stopped it")
