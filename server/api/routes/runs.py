@@ -6,9 +6,10 @@ and their work stops when the client goes away or the server stops."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from starlette.responses import HTMLResponse, Response
 
 from dashboard.query import QueryLike
@@ -17,6 +18,7 @@ from server.analysis.comparison import MAX_N_BOOT
 from server.api.bounded import AnalysisDep
 from server.api.deps import QueryDep, ReaderDep, ScopeDep
 from server.api.responses import model_response
+from server.auth import Principal
 from server.deadlines import Deadline
 from server.domain.names import ExemplarKind, RunKind
 from server.domain.names import RunSort as Sort
@@ -313,63 +315,68 @@ GroupByParam = Annotated[
 NBoot = Annotated[int, Query(ge=100, le=MAX_N_BOOT, description="Bootstrap resamples per GPU type")]
 
 
-@router.get("/hardware", response_model=HardwareComparisonOut)
-async def get_hardware(
-    query: QueryDep,
-    principal: ReaderDep,
-    analysis: AnalysisDep,
+@dataclass(frozen=True)
+class HardwareAsk:
+    """What a hardware comparison is asked for; the API and its HTML report take the same."""
+
+    metric: str | None
+    run_ids: list[str] | None
+    project: str | None
+    label: str | None
+    group_by: str | None
+    n_boot: int
+
+    def arguments(self, principal: Principal) -> dict[str, Any]:
+        """Keyword arguments of `hardware_comparison`, within what `principal` may read."""
+        return {
+            "metric": self.metric,
+            "run_ids": self.run_ids,
+            "project": self.project,
+            "label": self.label,
+            "group_by": self.group_by,
+            "n_boot": self.n_boot,
+            "projects": principal.narrowed(self.project),
+        }
+
+
+def hardware_ask(
     metric: HardwareMetric = None,
     runs: HardwareRuns = None,
     project: Annotated[str | None, Query(max_length=128)] = None,
     label: HardwareLabel = None,
     group_by: GroupByParam = None,
     n_boot: NBoot = 1000,
+) -> HardwareAsk:
+    run_ids = _split(runs, "runs", "run ids") if runs else None
+    return HardwareAsk(metric, run_ids, project, label, group_by, n_boot)
+
+
+HardwareAskDep = Annotated[HardwareAsk, Depends(hardware_ask)]
+
+
+@router.get("/hardware", response_model=HardwareComparisonOut)
+async def get_hardware(
+    query: QueryDep, principal: ReaderDep, analysis: AnalysisDep, ask: HardwareAskDep
 ) -> Response:
     """A metric per GPU type over the selected runs (`data`, pooled), and like for like: the
     group of runs that share the compared settings, ratios of medians between GPU types with
     block-bootstrap intervals, and the runs left out with the setting that keeps them out.
     A group spanning more than 12 GPU types is refused (422) with how to narrow it."""
-    run_ids = _split(runs, "runs", "run ids") if runs else None
     data = await analysis.run(
-        lambda deadline: query.hardware_comparison(
-            metric=metric,
-            run_ids=run_ids,
-            project=project,
-            label=label,
-            group_by=group_by,
-            n_boot=n_boot,
-            projects=principal.narrowed(project),
-            deadline=deadline,
-        )
+        lambda deadline: query.hardware_comparison(**ask.arguments(principal), deadline=deadline)
     )
     return model_response(data)
 
 
 @router.get("/hardware/report", response_class=HTMLResponse)
 async def get_hardware_report(
-    query: QueryDep,
-    principal: ReaderDep,
-    analysis: AnalysisDep,
-    metric: HardwareMetric = None,
-    runs: HardwareRuns = None,
-    project: Annotated[str | None, Query(max_length=128)] = None,
-    label: HardwareLabel = None,
-    group_by: GroupByParam = None,
-    n_boot: NBoot = 1000,
+    query: QueryDep, principal: ReaderDep, analysis: AnalysisDep, ask: HardwareAskDep
 ) -> HTMLResponse:
     """The same comparison as one self-contained HTML page (figures and plotly.js inlined), for
     a write-up or an incident review."""
-    run_ids = _split(runs, "runs", "run ids") if runs else None
     page = await analysis.run(
         lambda deadline: hardware_report(
-            cast(QueryLike, _Bounded(query, deadline)),
-            metric=metric,
-            run_ids=run_ids,
-            project=project,
-            label=label,
-            group_by=group_by,
-            n_boot=n_boot,
-            projects=principal.narrowed(project),
+            cast(QueryLike, _Bounded(query, deadline)), **ask.arguments(principal)
         )
     )
     return HTMLResponse(page)
