@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine, start_server  # noqa: E402
-from benchmarks.importers import NAMES, SOURCES  # noqa: E402
-from server.importers.core import MissingLibrary, Options, plan_run  # noqa: E402
+from benchmarks.importers import NAMES, SOURCES, measured  # noqa: E402
+from server.importers.core import Options, plan_run  # noqa: E402
 from server.importers.writer import Sender, Writer, check  # noqa: E402
 from server.storage import migrate  # noqa: E402
 from server.storage.db import Database  # noqa: E402
@@ -83,13 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {machine()}; {args.steps:,} steps × {len(NAMES)} metrics per run")
     results = []
-    for kind in args.only.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                result = measure(kind, Path(tmp), args.steps)
-            except (MissingLibrary, ImportError) as exc:
-                print(f"{kind}: skipped ({exc})")
-                continue
+    for kind, result in measured(args.only, args.steps, measure):
         results.append(result)
         print(
             f"{kind:12s} read+check {result['read_check_s']} s; "

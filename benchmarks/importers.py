@@ -20,8 +20,9 @@ import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -133,6 +134,21 @@ def measure(kind: str, directory: Path, steps: int) -> dict[str, object]:
     }
 
 
+def measured(
+    only: str, steps: int, measure: Callable[[str, Path, int], dict[str, Any]]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(source, figures) for each source named in `only`, each measured in a temporary folder of
+    its own; a source whose library is not installed is said to be skipped."""
+    for kind in only.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                result = measure(kind, Path(tmp), steps)
+            except (MissingLibrary, ImportError) as exc:
+                print(f"{kind}: skipped ({exc})")
+                continue
+        yield kind, result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100_000)
@@ -141,13 +157,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {machine()}; {args.steps:,} steps × {len(NAMES)} metrics per run")
     results = []
-    for kind in args.only.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                result = measure(kind, Path(tmp), args.steps)
-            except (MissingLibrary, ImportError) as exc:
-                print(f"{kind}: skipped ({exc})")
-                continue
+    for kind, result in measured(args.only, args.steps, measure):
         results.append(result)
         print(
             f"{kind:12s} {result['import_values_per_s']:>10,} values/s imported, "
