@@ -3,8 +3,6 @@ its run page and any comparison it is in name it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dashboard import ids
 from dashboard.figures.text import ROLLUPS_ONLY
 from dashboard.pages import compare, run
@@ -14,18 +12,7 @@ from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage import retention
 from server.storage.db import Database
-
-
-def _find(component: Any, component_id: str) -> Any:
-    if getattr(component, "id", None) == component_id:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list) else [children]:
-        if child is not None and not isinstance(child, str):
-            found = _find(child, component_id)
-            if found is not None:
-                return found
-    return None
+from tests.components import find
 
 
 def test_a_retained_run_is_named_as_drawn_from_rollups(migrated_db: Database) -> None:
@@ -43,8 +30,8 @@ def test_a_retained_run_is_named_as_drawn_from_rollups(migrated_db: Database) ->
     assert retention.drop_raw(migrated_db, older_than_s=86400.0).runs == ["old"]
     query = QueryService(migrated_db)
 
-    old_page = _find(run.layout(query, {"run": "old"}), ids.RUN_SUBTITLE)
-    new_page = _find(run.layout(query, {"run": "new"}), ids.RUN_SUBTITLE)
+    old_page = find(run.layout(query, {"run": "old"}), ids.RUN_SUBTITLE)
+    new_page = find(run.layout(query, {"run": "new"}), ids.RUN_SUBTITLE)
     assert ROLLUPS_ONLY in old_page.children and ROLLUPS_ONLY not in new_page.children
 
     figure, _, _ = compare.view(query, ["new", "old"], "new", "k3_kl", "overlay", 3.0, 5)

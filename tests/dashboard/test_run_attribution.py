@@ -12,19 +12,8 @@ from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage.db import Database
+from tests.components import find
 from tests.server.test_attribution_api import _offset_run
-
-
-def _find(component: Any, component_id: str) -> Any:
-    if getattr(component, "id", None) == component_id:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list) else [children]:
-        if child is not None and not isinstance(child, str):
-            found = _find(child, component_id)
-            if found is not None:
-                return found
-    return None
 
 
 def _text(component: Any) -> str:
@@ -40,7 +29,7 @@ def test_run_page_names_the_likely_cause_with_its_checks(migrated_db: Database) 
     ingest.ingest(IngestIn.model_validate(_offset_run("raw")), OPEN)
     ingest.close()
     page = run.layout(QueryService(migrated_db), {"run": "raw", "step_min": "5"})
-    section = _find(page, ids.RUN_ATTRIBUTION)
+    section = find(page, ids.RUN_ATTRIBUTION)
     assert section is not None
     text = _text(section)
     assert "Likely cause" in text and "raw instead of processed logprobs" in text
@@ -59,5 +48,5 @@ def test_run_page_says_the_cause_is_unknown_when_the_run_logs_no_signal(
     }
     ingest.ingest(IngestIn.model_validate(body), OPEN)
     ingest.close()
-    section = _find(run.layout(QueryService(migrated_db), {"run": "quiet"}), ids.RUN_ATTRIBUTION)
+    section = find(run.layout(QueryService(migrated_db), {"run": "quiet"}), ids.RUN_ATTRIBUTION)
     assert section is not None and "unknown" in _text(section)

@@ -17,6 +17,7 @@ from dashboard import ids
 from dashboard.pages import run as run_page
 from server.services.query import QueryService
 from server.storage.db import Database
+from tests.components import find
 from tests.importers.stored import mismatch, runs, stored
 
 START = 1_760_000_000.0
@@ -69,18 +70,6 @@ def test_map_puts_custom_names_under_canonical_ones_and_the_config_records_it(
     }
 
 
-def _find(component: Any, component_id: str) -> Any:
-    if getattr(component, "id", None) == component_id:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list) else [children]:
-        if child is not None and not isinstance(child, str):
-            found = _find(child, component_id)
-            if found is not None:
-                return found
-    return None
-
-
 def test_the_run_page_names_the_users_map_and_only_where_there_is_one(tmp_path: Path) -> None:
     export = write_export(tmp_path / "fork.csv", FORK, steps=3)
     db = tmp_path / "m.duckdb"
@@ -90,8 +79,8 @@ def test_the_run_page_names_the_users_map_and_only_where_there_is_one(tmp_path: 
     database = Database(str(db))
     try:
         query = QueryService(database)
-        line = _find(run_page.layout(query, {"run": "m"}), ids.RUN_METRIC_MAP).children
-        plain = _find(run_page.layout(query, {"run": "plain"}), ids.RUN_METRIC_MAP).children
+        line = find(run_page.layout(query, {"run": "m"}), ids.RUN_METRIC_MAP).children
+        plain = find(run_page.layout(query, {"run": "plain"}), ids.RUN_METRIC_MAP).children
     finally:
         database.dispose()
     assert line == (
