@@ -13,11 +13,15 @@ from __future__ import annotations
 import anyio
 
 from server.api.middleware import EVERYONE, Caller, Scope, header
+from server.auth import Principal
 from server.errors import MonitorError, Unauthorized
 from server.services.sessions import COOKIE, Sessions, cookie_value
 from server.services.tokens import TokenService
 
 OPEN = Caller(EVERYONE)
+AUTHENTICATED = "authenticated"
+"""Where a request's state keeps (Authorization header, principal) once the body budget has
+authenticated the bearer token, so the route does not authenticate it a second time."""
 
 
 class Callers:
@@ -30,12 +34,21 @@ class Callers:
     async def __call__(self, scope: Scope) -> Caller:
         authorization = header(scope, b"authorization")
         cookie = cookie_value(header(scope, b"cookie"), COOKIE)
-        return await anyio.to_thread.run_sync(self.identify, authorization, cookie)
+        caller, principal = await anyio.to_thread.run_sync(self._who, authorization, cookie)
+        if principal is not None:  # the route's own check reads it instead of the table again
+            scope.setdefault("state", {})[AUTHENTICATED] = (authorization, principal)
+        return caller
 
     def identify(self, authorization: str | None, cookie: str | None) -> Caller:
         """Blocking (it may read the tokens table): run it off the event loop."""
+        return self._who(authorization, cookie)[0]
+
+    def _who(
+        self, authorization: str | None, cookie: str | None
+    ) -> tuple[Caller, Principal | None]:
+        """The caller, and the principal its bearer token authenticated (if it sent one)."""
         if not self.tokens.auth_enabled():
-            return OPEN
+            return OPEN, None
         refusal: MonitorError | None = None
         if authorization:
             try:
@@ -43,14 +56,14 @@ class Callers:
             except Unauthorized as exc:
                 refusal = exc
             else:
-                return Caller(principal.project or principal.token_id or EVERYONE)
+                return Caller(principal.project or principal.token_id or EVERYONE), principal
         if cookie:
             session = self.sessions.principal(cookie)
             if session is not None:
-                return Caller(session.project or session.token_id or EVERYONE)
+                return Caller(session.project or session.token_id or EVERYONE), None
         if refusal is None:
             try:
                 self.tokens.authenticate(None)  # for its message: the 401 the route answers
             except Unauthorized as exc:
                 refusal = exc
-        return Caller(None, refusal)
+        return Caller(None, refusal), None
