@@ -16,7 +16,7 @@ from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage.db import Database
-from tests.dashboard.test_rollups_note import _find
+from tests.components import find
 
 
 def point(
@@ -136,9 +136,9 @@ def test_difference_by_samples_compares_at_equal_samples(query: QueryService) ->
 )
 def test_layout_takes_the_alignment_from_the_link(query: QueryService) -> None:
     page = compare.layout(query, {"runs": "a,b", "align": "samples", "counter": "num_tokens"})
-    assert _find(page, ids.CMP_ALIGN).value == "samples"
-    assert _find(page, ids.CMP_COUNTER).value == "num_tokens"
-    assert _find(compare.layout(query, {"align": "nonsense"}), ids.CMP_ALIGN).value == "step"
+    assert find(page, ids.CMP_ALIGN).value == "samples"
+    assert find(page, ids.CMP_COUNTER).value == "num_tokens"
+    assert find(compare.layout(query, {"align": "nonsense"}), ids.CMP_ALIGN).value == "step"
 
 
 def test_the_link_keeps_only_what_differs_from_the_defaults() -> None:
