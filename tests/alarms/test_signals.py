@@ -114,33 +114,33 @@ def test_a_large_mean_logp_difference_from_step_one_reads_as_vllm_kl_high() -> N
     steps = [{"abs_logp_diff_mean": 0.26 + 0.01 * (s % 2)} for s in range(10)]
     fired = [f for f in _feed(steps) if f.transition.kind == "firing"]
     assert [(f.rule.name, f.metric, f.subject.step) for f in fired] == [
-        ("vllm-kl high", "abs_logp_diff_mean", 3)
+        ("vllm-kl high", "abs_logp_diff_mean", 5)
     ]
     threshold = fired[0].transition.threshold
-    assert threshold == pytest.approx(math.sqrt(0.05 / signals.ABS_D_TO_K3))
+    assert threshold == pytest.approx(math.sqrt(0.025 / signals.ABS_D_TO_K3))
 
 
 def test_openrlhf_k1_far_below_zero_counts_by_its_magnitude() -> None:
-    fired = _firing(_feed([{"k1_kl": -0.2} for _ in range(5)]))
-    assert fired == [("vllm-kl high", "k1_kl", 3)]
+    fired = _firing(_feed([{"k1_kl": -0.2} for _ in range(6)]))
+    assert fired == [("vllm-kl high", "k1_kl", 5)]
 
 
 def test_a_series_with_k3_is_not_judged_twice_through_weaker_members() -> None:
-    steps = [{"k3_kl": 0.2, "abs_logp_diff_mean": 0.4, "k1_kl": 0.3} for _ in range(5)]
-    assert _firing(_feed(steps)) == [("vllm-kl high", "k3_kl", 3)]
+    steps = [{"k3_kl": 0.2, "abs_logp_diff_mean": 0.4, "k1_kl": 0.3} for _ in range(6)]
+    assert _firing(_feed(steps)) == [("vllm-kl high", "k3_kl", 5)]
 
 
 def test_a_stronger_member_arriving_later_takes_over() -> None:
     steps: list[dict[str, Any]] = [{"abs_logp_diff_mean": 0.01} for _ in range(3)]
-    steps += [{"abs_logp_diff_mean": 0.01, "k3_kl": 0.2} for _ in range(4)]
-    assert _firing(_feed(steps)) == [("vllm-kl high", "k3_kl", 6)]
+    steps += [{"abs_logp_diff_mean": 0.01, "k3_kl": 0.2} for _ in range(6)]
+    assert _firing(_feed(steps)) == [("vllm-kl high", "k3_kl", 8)]
 
 
 def test_slime_sequence_level_names_are_watched() -> None:
-    steps = [{"k3_kl_seq": 0.3, "ratio_dev_1e4_seq": 400.0} for _ in range(4)]
+    steps = [{"k3_kl_seq": 0.3, "ratio_dev_1e4_seq": 400.0} for _ in range(6)]
     assert sorted(_firing(_feed(steps))) == [
         ("ratio drift", "ratio_dev_1e4_seq", 3),
-        ("vllm-kl high", "k3_kl_seq", 3),
+        ("vllm-kl high", "k3_kl_seq", 5),
     ]
 
 

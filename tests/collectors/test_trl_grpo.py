@@ -126,7 +126,10 @@ def quick_cpu_engine() -> Iterator[None]:
       gains nothing from a second one. vLLM's CPU worker replaces `torch.set_num_threads` for
       the whole process, hence `torch._C`'s own;
     - TRL writes RANK, LOCAL_RANK, WORLD_SIZE and a rendezvous address into the environment,
-      which would make the next accelerate think it runs distributed."""
+      which would make the next accelerate think it runs distributed;
+    - the rendezvous port is a free one ("0": TRL picks it), not whatever an earlier engine of
+      this process left in MASTER_PORT — torch's default 29500 may be held by another process
+      on the machine."""
     import torch
     import vllm
     from trl.generation import vllm_generation
@@ -137,6 +140,7 @@ def quick_cpu_engine() -> Iterator[None]:
     engine = vllm_generation.LLM
     vllm_generation.LLM = functools.partial(vllm.LLM, enforce_eager=True)
     torch._C.set_num_threads(1)
+    os.environ["MASTER_PORT"] = "0"
     try:
         yield
     finally:
