@@ -12,6 +12,7 @@ from server.domain.parity import diff
 from tests.conftest import ROOT
 from tests.dashboard.chromium import launched
 from tests.dashboard.test_browser import wait_plots
+from tests.demo.tour import follow
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]  # both engines end in real Chromium
 STEPS = 4
@@ -56,6 +57,10 @@ def check(server: Any, engine: str, tmp_path: Path) -> None:
     }
     assert diff(configs)[0]["key"] == "engine.logprobs_mode"
     compare_in_browser(server, engine, names)
+    with launched() as browser:  # the README's tour, page by page, on this fresh database
+        runs = [f"{engine}-{n}" for n in names]
+        found = follow(browser, server.url, runs, f"{engine}-parity")
+        assert found == [], "\n".join(found)
 
 
 def compare_in_browser(server: Any, engine: str, names: list[str]) -> None:
