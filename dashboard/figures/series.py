@@ -261,12 +261,25 @@ def series_figure(
             "yaxis2": floor_axis(),
             "xaxis": {
                 "title": {"text": x_title or ("step" if x_axis == "step" else "time")},
-                **({"tickformat": ",d"} if x_axis == "step" else {}),
+                **(_step_ticks(series) if x_axis == "step" else {}),
             },
             "shapes": shapes,
             "uirevision": title,
         },
     )
+
+
+SHORT_SPAN = 10
+"""Steps a chart spans at most to get a tick on every step."""
+
+
+def _step_ticks(series: Sequence[tuple[str, Sequence[Point]]]) -> dict[str, Any]:
+    """Whole-number ticks for a step axis. Over a few steps Plotly's automatic ticks fall on
+    halves, which a whole-number format prints twice ("0 1 1 2 2"): a short run gets one tick
+    per step instead."""
+    steps = [p["step"] for _, points in series for p in points if p.get("step") is not None]
+    short = bool(steps) and max(steps) - min(steps) <= SHORT_SPAN
+    return {"tickformat": ",d", **({"tick0": 0, "dtick": 1} if short else {})}
 
 
 def _title(title: str, subtitle: str) -> str:

@@ -8,6 +8,7 @@ the names they log it. A run without the metric reads "no data" in the divergenc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dash import Input, Output, State, dcc, html
@@ -283,7 +284,7 @@ def view(
             continue
         step = first_divergence(ref_pairs, pairs, k=k, sustain=n)
         divergence[names[run_id]] = step
-        rows.append({"run": names[run_id], "step": "never" if step is None else step})
+        rows.append({"run": names[run_id], "step": _verdict(step, ref_pairs, pairs, n)})
     ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
     if align != "step":
         fig = compare_aligned.figure(
@@ -374,3 +375,14 @@ def _diff_table(rows: list[dict[str, Any]], runs: list[str]) -> Any:
             {"if": {"filter_query": "{why} != ''"}, "backgroundColor": "#fff4e5"}
         ],
     )
+
+
+def _verdict(
+    step: int | None, ref: Sequence[tuple[int, float]], run: Sequence[tuple[int, float]], n: int
+) -> int | str:
+    """The divergence step, or why there is none: "never" only when the runs share enough
+    steps for N in a row to have been possible; fewer say how many they share."""
+    if step is not None:
+        return step
+    shared = len({s for s, _ in ref} & {s for s, _ in run})
+    return "never" if shared >= n else f"not decidable: {shared} shared steps, {n} needed"
