@@ -109,6 +109,27 @@ class Settings(BaseSettings):
         description="An analytical request (backtest, hardware comparison or report, series, "
         "exemplars) still working after this many seconds is stopped and answered 503",
     )
+    oidc_issuer: str | None = Field(
+        default=None, description="OpenID Connect issuer URL: people sign in with it"
+    )
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = Field(
+        default=None, description="The OIDC client's secret (MISMATCH_OIDC_CLIENT_SECRET)"
+    )
+    oidc_scopes: str = "openid email profile"
+    oidc_groups_claim: str | None = Field(
+        default=None, description="ID token claim listing the person's groups (e.g. groups)"
+    )
+    identity_map: str | None = Field(
+        default=None, description="JSON file mapping users and groups to project roles"
+    )
+    auth_proxy_header: str | None = Field(
+        default=None, description="Header naming the user, trusted from --auth-proxy-from only"
+    )
+    auth_proxy_groups_header: str | None = None
+    auth_proxy_from: EnvList = Field(
+        default_factory=list, description="Addresses (CIDRs) of the proxy that signs people in"
+    )
     dashboard: bool = True
     alarms: bool = True
     log_level: str = "info"
@@ -120,7 +141,9 @@ class Settings(BaseSettings):
             raise ValueError("--db must be a DuckDB file path or a SQLAlchemy URL")
         return value.strip()
 
-    @field_validator("allowed_hosts", "cors_origins", "webhook_allow", mode="before")
+    @field_validator(
+        "allowed_hosts", "cors_origins", "webhook_allow", "auth_proxy_from", mode="before"
+    )
     @classmethod
     def _words(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -175,6 +198,18 @@ class Settings(BaseSettings):
                 f"max_body_bytes ({self.max_body_bytes}): the largest body must fit"
             )
         return self
+
+    @model_validator(mode="after")
+    def _identity(self) -> Settings:
+        from server.identity.config import check
+
+        check(self)  # fails fast, naming the setting
+        return self
+
+    @property
+    def identity_enabled(self) -> bool:
+        """People sign in (OIDC or a trusted proxy): the server needs credentials then."""
+        return bool(self.oidc_issuer or self.auth_proxy_header)
 
     @field_validator("webhook_allow")
     @classmethod
