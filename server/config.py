@@ -13,8 +13,8 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from server.alarms.outbound import TargetPolicy
 from server.domain.origins import host_name, parse_origin, url_origin
+from server.domain.webhook_policy import TargetPolicy
 
 DEFAULT_DB = "mismatch.duckdb"
 DEFAULT_PORT = 8765
