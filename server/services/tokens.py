@@ -1,4 +1,5 @@
-"""Token management and request authentication over the `tokens` table."""
+"""Token management and request authentication: who may mint and revoke which token, and who a
+presented token makes a request. The rows are `server.storage.tokens`'."""
 
 from __future__ import annotations
 
@@ -6,28 +7,16 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-import sqlalchemy as sa
 
 from server import auth
 from server.domain.names import NAME_PATTERN
 from server.domain.scopes import ALL_PROJECTS, SCOPES
+from server.domain.tokens import TokenInfo
 from server.errors import Forbidden, NotFound, Rejected, Unauthorized
-from server.storage import tables as t
+from server.storage import tokens as stored
 from server.storage.db import Database
 
 _AUTH_CACHE_S = 2.0
-
-
-@dataclass(frozen=True)
-class TokenInfo:
-    id: str
-    project: str
-    scope: str
-    name: str
-    created_at: float
-    revoked_at: float | None
 
 
 class TokenService:
@@ -59,16 +48,15 @@ class TokenService:
         new = auth.new_token()
         now = time.time()
         with self._db.write() as conn:
-            conn.execute(
-                sa.insert(t.tokens).values(
-                    id=new.id,
-                    project=project,
-                    scope=scope,
-                    name=name[:200],
-                    salt=new.salt,
-                    hash=new.hash,
-                    created_at=now,
-                )
+            stored.insert(
+                conn,
+                token_id=new.id,
+                project=project,
+                scope=scope,
+                name=name[:200],
+                salt=new.salt,
+                hash=new.hash,
+                created_at=now,
             )
         self._any_cache = None
         return TokenInfo(new.id, project, scope, name[:200], now, None), new.token
@@ -81,32 +69,23 @@ class TokenService:
         projects: Sequence[str] | None = None,
     ) -> list[TokenInfo]:
         """Tokens (never their secrets), of `project` if given, among `projects` (None: all)."""
-        c = t.tokens.c
-        query = sa.select(c.id, c.project, c.scope, c.name, c.created_at, c.revoked_at)
-        if project is not None:
-            query = query.where(c.project == project)
-        if projects is not None:
-            query = query.where(c.project.in_(list(projects)))
-        if not include_revoked:
-            query = query.where(c.revoked_at.is_(None))
         with self._db.read() as conn:
-            rows = conn.execute(query.order_by(c.created_at)).all()
-        return [TokenInfo(*r) for r in rows]
+            return stored.listed(
+                conn, project=project, projects=projects, include_revoked=include_revoked
+            )
 
     def revoke(self, token_id: str, *, projects: Sequence[str] | None = None) -> TokenInfo:
         """Revoke a token of `projects` (None: any); another project's token is as unknown as
         a missing one."""
-        c = t.tokens.c
         with self._db.write() as conn:
-            row = conn.execute(sa.select(c.revoked_at, c.project).where(c.id == token_id)).first()
-            if row is None or (projects is not None and row.project not in projects):
+            found = stored.get(conn, token_id)
+            if found is None or (projects is not None and found.project not in projects):
                 raise NotFound(f"no token {token_id!r}; list them with `mismatch token list`")
-            if row.revoked_at is None:
-                conn.execute(
-                    sa.update(t.tokens).where(c.id == token_id).values(revoked_at=time.time())
-                )
+            stored.revoke(conn, token_id, now=time.time())
+            revoked = stored.get(conn, token_id)
         self._any_cache = None
-        return next(i for i in self.list(include_revoked=True) if i.id == token_id)
+        assert revoked is not None  # the row was there a statement ago, in this transaction
+        return revoked
 
     def auth_enabled(self) -> bool:
         """Auth is on when the server requires it or any active token exists."""
@@ -117,11 +96,9 @@ class TokenService:
         if cached is not None and now - cached[0] < _AUTH_CACHE_S:
             return cached[1]
         with self._db.read() as conn:
-            found = conn.execute(
-                sa.select(t.tokens.c.id).where(t.tokens.c.revoked_at.is_(None)).limit(1)
-            ).first()
-        self._any_cache = (now, found is not None)
-        return found is not None
+            found = stored.any_active(conn)
+        self._any_cache = (now, found)
+        return found
 
     def authenticate(self, authorization: str | None) -> auth.Principal:
         if not self.auth_enabled():
@@ -135,11 +112,8 @@ class TokenService:
         if parts is None:
             raise Unauthorized("malformed token: expected mm_<id>_<secret>")
         token_id, secret = parts
-        c = t.tokens.c
         with self._db.read() as conn:
-            row = conn.execute(
-                sa.select(c.project, c.scope, c.salt, c.hash, c.revoked_at).where(c.id == token_id)
-            ).first()
+            row = stored.credentials(conn, token_id)
         if row is None or not auth.verify(secret, salt=row.salt, stored_hash=row.hash):
             raise Unauthorized("invalid token")
         if row.revoked_at is not None:
@@ -150,15 +124,8 @@ class TokenService:
         """The principal of an active token, by id: what a signed dashboard session names (so
         revoking the token ends its sessions at once)."""
         with self._db.read() as conn:
-            return _principal_row(conn, token_id)
-
-
-def _principal_row(conn: sa.Connection, token_id: str) -> auth.Principal | None:
-    c = t.tokens.c
-    row = conn.execute(
-        sa.select(c.project, c.scope).where(c.id == token_id, c.revoked_at.is_(None))
-    ).first()
-    return None if row is None else auth.Principal(token_id, row.project, row.scope)
+            found = stored.active(conn, token_id)
+        return None if found is None else auth.Principal(token_id, found.project, found.scope)
 
 
 def require_scope(principal: auth.Principal, scope: str) -> None:
