@@ -9,6 +9,7 @@ import threading
 import time
 
 from server.domain.records import WriteResult
+from server.domain.retention import RetentionResult
 from server.storage import compaction, retention
 from server.storage.db import Database
 
@@ -84,7 +85,7 @@ class Maintenance:
 
     def retain(
         self, *, older_than_s: float, project: str | None = None, dry_run: bool = False
-    ) -> retention.RetentionResult:
+    ) -> RetentionResult:
         """Retention now (an admin's request, beside the schedule)."""
         return retention.drop_raw(
             self._db, older_than_s=older_than_s, project=project, dry_run=dry_run

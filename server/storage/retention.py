@@ -13,24 +13,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from server.domain.retention import RetentionResult
 from server.storage import compaction, exemplars
 from server.storage import tables as t
 from server.storage.db import Database
-
-
-@dataclass
-class RetentionResult:
-    runs: list[str] = field(default_factory=list)
-    values: int = 0
-    bucket_rows: int = 0
-    exemplars: int = 0
-    bytes_before: int | None = None
-    bytes_after: int | None = None
 
 
 def due(
