@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import machine, start_server  # noqa: E402
 from dashboard.pages.compare import fetch  # noqa: E402
 from server.auth import OPEN  # noqa: E402
-from server.schemas.ingest import IngestIn  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
 from server.services.query import QueryService  # noqa: E402
 from server.storage import migrate  # noqa: E402
 from server.storage.db import Database  # noqa: E402
+from tests.factories import ingest_batch  # noqa: E402
 
 METRICS = ("k3_kl", "ratio_dev_1e4", "rollout_clip_rate", "entropy", "reward_mean", "grad_norm")
 RUNS = ("bench-v0", "bench-v1-before", "bench-v1-after", "bench-a100")
@@ -62,9 +62,7 @@ def load(db_path: Path, steps: int) -> None:
                 for s in range(start, min(steps, start + 20_000))
             ]
             ingest.ingest(
-                IngestIn.model_validate(
-                    {"run": {"id": run_id, "project": "bench"}, "records": records}
-                ),
+                ingest_batch({"run": {"id": run_id, "project": "bench"}, "records": records}),
                 OPEN,
             )
     ingest.close()

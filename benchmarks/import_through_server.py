@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine, start_server  # noqa: E402
 from benchmarks.importers import NAMES, SOURCES, measured  # noqa: E402
+from server.cli.import_check import check  # noqa: E402
 from server.importers.core import Options, plan_run  # noqa: E402
-from server.importers.writer import Sender, Writer, check  # noqa: E402
+from server.importers.writer import Sender, Writer  # noqa: E402
 from server.storage import migrate  # noqa: E402
 from server.storage.db import Database  # noqa: E402
 

@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine, start_server  # noqa: E402
 from server.auth import OPEN  # noqa: E402
-from server.schemas.ingest import IngestIn  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
 from server.services.query import QueryService  # noqa: E402
 from server.storage import migrate  # noqa: E402
 from server.storage.db import Database, raw_duckdb  # noqa: E402
+from tests.factories import ingest_batch  # noqa: E402
 
 STEPS_PER_BATCH = 64
 METRICS = 40
@@ -168,7 +168,7 @@ def series_query_ms(db_path: Path, repeats: int = 15) -> float:
             }
             for s in range(start, start + 25_000)
         ]
-        ingest.ingest(IngestIn.model_validate({"run": {"id": "long"}, "records": records}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": "long"}, "records": records}), OPEN)
     query = QueryService(db)
     query.series("long", "k3_kl", max_points=1000)  # warm
     times = []

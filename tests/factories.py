@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from server.domain.records import Batch
+from server.schemas.batches import to_batch
+from server.schemas.ingest import IngestIn
+
 
 def run_upsert(run_id: str, *, project: str = "default", **extra: Any) -> dict[str, Any]:
     return {"id": run_id, "project": project, **extra}
@@ -51,6 +55,12 @@ def batch(
     if with_run:
         body["run"] = run_upsert(run_id, project=project)
     return body
+
+
+def ingest_batch(body: dict[str, Any]) -> Batch:
+    """A payload (as the builders here make it) as the ingest service takes it: validated by
+    the contract's models and mapped onto the domain, as the ingest route does."""
+    return to_batch(IngestIn.model_validate(body))
 
 
 def bucket_table(tokens: list[float], *, basis: str = "rollout") -> dict[str, Any]:

@@ -21,6 +21,7 @@ import typer
 
 from collectors._metric_map import parse as parse_map
 from server.cli.common import DEFAULT_DB, MaybeUrlOpt, fail
+from server.cli.import_check import check
 from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
 from server.importers import wandb as wandb_source
@@ -33,7 +34,7 @@ from server.importers.core import (
     check_framework,
     plan_run,
 )
-from server.importers.writer import Sender, Writer, check
+from server.importers.writer import Sender, Writer
 from server.storage import migrate as migrations
 from server.storage.db import Database
 

@@ -1,6 +1,7 @@
 """What a batch writes and what writing it stored: the types between ingest and storage.
 
-The API validates a batch against its schemas and maps it onto these; storage takes only these.
+The API validates a batch against its schemas and maps it onto these; the ingest service and
+storage take only these.
 They are frozen: a batch is a fact once it arrived. Sequences stay whatever the caller built
 (lists from the parser): copying thousands of values into tuples would cost more than it guards.
 """
@@ -91,6 +92,16 @@ class Annotation:
     kind: str = "note"
     source: str | None = None
     actor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One client batch as it arrived: what the ingest service takes. Which project it may write
+    is the caller's right, not the batch's: the service adds it (`BatchWrite`)."""
+
+    run: RunUpsert | None
+    records: Sequence[Record]
+    annotations: Sequence[Annotation] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,10 @@ Each source module reads its files or store into `SourceRun`s (pure data: config
 value, step → wall time, what was skipped and why) and raises `SourceError` naming the file when
 the source is truncated or corrupt — before anything is written. `core` maps the names through
 the framework adapters (`collectors._adapters`, the one table of names) and cuts the run into
-ingest batches; `writer` sends those batches through the server's own ingest service, so
-imported runs are stored, keyed and deduplicated like any other run.
+ingest batches; the command line checks them against the ingest contract
+(`server.cli.import_check`); `writer` sends them to a server, or hands them as domain records to
+the server's own ingest service, so imported runs are stored, keyed and deduplicated like any
+other run.
 
 The readers' libraries (tensorboard, mlflow-skinny, pyarrow) are imported inside the functions
 that need them: they are the `import` extra, and a missing one is reported with the command that

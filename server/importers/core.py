@@ -28,6 +28,7 @@ from typing import Any, Literal
 from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
 from collectors._metric_map import CONFIG_KEY as MAP_KEY
 from collectors._metric_map import overlay
+from server.domain.records import Record, RunUpsert
 
 Kind = Literal["tensorboard", "mlflow", "wandb"]
 
@@ -151,6 +152,15 @@ class Summary:
         return out
 
 
+@dataclass(frozen=True)
+class CheckedRun:
+    """A plan's upsert and records as the ingest contract's check accepted them, in the domain
+    types the ingest service takes (`server.cli.import_check`)."""
+
+    run: RunUpsert
+    records: list[Record]
+
+
 @dataclass
 class RunPlan:
     """One run ready to write: its upsert (the ingest contract's `run`), its records in ascending
@@ -164,7 +174,7 @@ class RunPlan:
     kept: set[str]
     skipped: dict[str, str]
     steps_out_of_range: int = 0
-    checked: list[Any] | None = None  # the records as the contract parsed them (`writer.check`)
+    checked: CheckedRun | None = None  # what the contract check accepted, as domain types
 
     def start(self, after: int | None) -> int:
         """The index of the first record at step `after` or later (0 when None)."""

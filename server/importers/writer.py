@@ -2,9 +2,10 @@
 
 `Sender` posts them to a running server's ingest API like any client (its token's project, its
 limits, its alarms); `Writer` writes them into a database through the server's own ingest
-service, for an administrator with the database at hand. Either way the batches are validated
-against the ingest contract and keyed by run, source, actor and step, so imported runs are
-ordinary runs and a second import stores nothing new.
+service, for an administrator with the database at hand, as the domain records the contract
+check made of the plan (`server.cli.import_check`; a plan nobody checked is not written). Either
+way the batches hold to the ingest contract and are keyed by run, source, actor and step, so
+imported runs are ordinary runs and a second import stores nothing new.
 
 Resuming: batches are written in ascending step order and each commits whole, so after an
 interruption every step below the run's stored last step is stored. A re-run therefore sends only
@@ -23,15 +24,14 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from pydantic import TypeAdapter, ValidationError
 
 from collectors._http import CLIENT_HEADERS
 from server.alarms.defaults import seed_defaults
 from server.alarms.store import AlarmStore
 from server.auth import Principal
 from server.domain.names import DEFAULT_PROJECT
-from server.importers.core import ImportFailed, RunPlan, Summary
-from server.schemas.ingest import IngestIn, RecordIn, RunIn
+from server.domain.records import Batch
+from server.importers.core import CheckedRun, ImportFailed, RunPlan, Summary
 from server.services.ingest import IngestService
 from server.storage import runs
 from server.storage.db import Database
@@ -41,38 +41,6 @@ _ADMIN = Principal(token_id=None, project=None, scope="server-admin")
 
 Progress = Callable[[int], None]
 """Called with the number of records just written."""
-
-
-_RECORDS = TypeAdapter(list[RecordIn])
-
-
-def check(plans: list[RunPlan]) -> None:
-    """Every run's upsert and every record against the ingest contract, before anything is
-    written: a bad `--project`, `--label` or `--as-run`, or one step the contract refuses (too
-    many metrics, say) stops the import whole rather than after some batches or runs. The
-    parsed records are kept on the plan, so the writer does not parse them a second time."""
-    for plan in plans:
-        try:
-            RunIn.model_validate(plan.run)
-        except ValidationError as exc:
-            raise ImportFailed(f"run {plan.run_id}: {_problems(exc)}") from exc
-        try:
-            plan.checked = _RECORDS.validate_python(plan.records)
-        except ValidationError as exc:
-            index = exc.errors()[0]["loc"][0]  # the first refused record, by its list index
-            step = plan.records[index]["step"] if isinstance(index, int) else "?"
-            raise ImportFailed(
-                f"run {plan.run_id}, step {step}: {_problems(exc, record=index)}; "
-                "nothing was imported"
-            ) from exc
-
-
-def _problems(exc: ValidationError, *, record: int | str | None = None) -> str:
-    """What pydantic refused, by field; for a list of records, only record `record`'s."""
-    errors = exc.errors()
-    if record is not None:
-        errors = [{**e, "loc": e["loc"][1:]} for e in errors if e["loc"][:1] == (record,)]
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:3])
 
 
 class _Target:
@@ -147,7 +115,7 @@ class Writer(_Target):
         return None if not found else found[0].last_step
 
     def _records(self, plan: RunPlan) -> list[Any]:
-        return plan.checked if plan.checked is not None else plan.records
+        return _checked(plan).records
 
     def _finish(self, plan: RunPlan) -> None:
         # A project first made by an import gets the default rules like any other, so the live
@@ -162,19 +130,23 @@ class Writer(_Target):
         *,
         with_run: bool,
     ) -> None:
-        """One batch: `records` as checked (parsed models, not parsed again) or as planned,
-        and `planned`, the same records as planned, for the counts."""
-        body: dict[str, Any] = {"records": records}
-        if with_run:
-            body["run"] = plan.run
+        """One batch: `records` as checked (domain records, handed to the ingest service as
+        they are), and `planned`, the same records as planned, for the counts."""
+        batch = Batch(_checked(plan).run if with_run else None, records)
         try:
-            batch = IngestIn.model_validate(body)
-            out = self.service.ingest(batch, _ADMIN)
-        except ImportFailed:
-            raise
+            result = self.service.ingest(batch, _ADMIN)
         except Exception as exc:
             raise ImportFailed(f"run {plan.run_id}: the server refused it: {exc}") from exc
-        self._count(planned, out.accepted, out.duplicates)
+        self._count(planned, result.accepted, result.duplicates)
+
+
+def _checked(plan: RunPlan) -> CheckedRun:
+    """What the contract check accepted of `plan`; a plan nobody checked is not written."""
+    if plan.checked is None:
+        raise ImportFailed(
+            f"run {plan.run_id}: not checked against the ingest contract; nothing was written"
+        )
+    return plan.checked
 
 
 RETRY_STATUSES = frozenset({408, 425, 429, 502, 503, 504})

@@ -11,10 +11,10 @@ from server.alarms.payloads import event, render
 from server.auth import OPEN
 from server.domain.alarms import Alert, ConfigDifference, Diagnosis, Rule
 from server.domain.parity import PARITY_KEYS
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.storage import migrate, references
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 WHY = dict(PARITY_KEYS)
 BASE = "https://monitor.example"
@@ -64,7 +64,7 @@ def _db(tmp_path: Path) -> Database:
              "metrics": {"lag": 5.0}}
         ]  # fmt: skip
         body = {"run": {"id": run, "project": "p", "config": {"logprobs_mode": mode}}}
-        ingest.ingest(IngestIn.model_validate({**body, "records": records}), OPEN)
+        ingest.ingest(ingest_batch({**body, "records": records}), OPEN)
     ingest.close()
     return db
 

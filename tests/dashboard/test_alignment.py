@@ -12,11 +12,11 @@ from dashboard import ids
 from dashboard.alignment import aligned, by_counter, by_time, parse_align, x_at_step
 from dashboard.pages import compare
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage.db import Database
 from tests.components import find
+from tests.factories import ingest_batch
 
 
 def point(
@@ -79,9 +79,7 @@ def query(migrated_db: Database) -> QueryService:
             for s in range(steps)
         ]
         ingest.ingest(
-            IngestIn.model_validate(
-                {"run": {"id": run_id, "name": f"run {run_id}"}, "records": records}
-            ),
+            ingest_batch({"run": {"id": run_id, "name": f"run {run_id}"}, "records": records}),
             OPEN,
         )
     ingest.close()

@@ -7,12 +7,12 @@ from dashboard import ids
 from dashboard.figures.text import ROLLUPS_ONLY
 from dashboard.pages import compare, run
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage import retention
 from server.storage.db import Database
 from tests.components import find
+from tests.factories import ingest_batch
 
 
 def test_a_retained_run_is_named_as_drawn_from_rollups(migrated_db: Database) -> None:
@@ -23,7 +23,7 @@ def test_a_retained_run_is_named_as_drawn_from_rollups(migrated_db: Database) ->
             for s in range(500)
         ]
         body = {"run": {"id": run_id, "name": name}, "records": records}
-        ingest.ingest(IngestIn.model_validate(body), OPEN)
+        ingest.ingest(ingest_batch(body), OPEN)
     ingest.close()
     with migrated_db.write() as conn:
         conn.exec_driver_sql("UPDATE runs SET last_seen = 0, created_at = 0 WHERE id = 'old'")

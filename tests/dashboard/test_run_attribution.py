@@ -8,11 +8,11 @@ from typing import Any
 from dashboard import ids
 from dashboard.pages import run
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage.db import Database
 from tests.components import find
+from tests.factories import ingest_batch
 from tests.server.test_attribution_api import _offset_run
 
 
@@ -26,7 +26,7 @@ def _text(component: Any) -> str:
 
 def test_run_page_names_the_likely_cause_with_its_checks(migrated_db: Database) -> None:
     ingest = IngestService(migrated_db)
-    ingest.ingest(IngestIn.model_validate(_offset_run("raw")), OPEN)
+    ingest.ingest(ingest_batch(_offset_run("raw")), OPEN)
     ingest.close()
     page = run.layout(QueryService(migrated_db), {"run": "raw", "step_min": "5"})
     section = find(page, ids.RUN_ATTRIBUTION)
@@ -46,7 +46,7 @@ def test_run_page_says_the_cause_is_unknown_when_the_run_logs_no_signal(
         "run": {"id": "quiet"},
         "records": [{"run_id": "quiet", "step": 0, "source": "trainer", "metrics": {"loss": 1.0}}],
     }
-    ingest.ingest(IngestIn.model_validate(body), OPEN)
+    ingest.ingest(ingest_batch(body), OPEN)
     ingest.close()
     section = find(run.layout(QueryService(migrated_db), {"run": "quiet"}), ids.RUN_ATTRIBUTION)
     assert section is not None and "unknown" in _text(section)

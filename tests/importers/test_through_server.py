@@ -15,9 +15,10 @@ import httpx
 from typer.testing import CliRunner
 
 from server.cli import app
+from server.cli.import_check import check
 from server.importers import wandb as wandb_source
 from server.importers.core import Options, RunPlan, Summary, plan_run
-from server.importers.writer import BATCH_RECORDS, Sender, check
+from server.importers.writer import BATCH_RECORDS, Sender
 from tests.conftest import ServerProcess
 from tests.importers.stored import mismatch, stored
 from tests.importers.test_wandb import VERL, value, write_csv

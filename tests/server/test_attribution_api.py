@@ -18,13 +18,12 @@ from server.alarms.diagnosis import Diagnostician
 from server.alarms.payloads import event, render
 from server.auth import OPEN
 from server.domain.alarms import Alert, Rule
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.storage import migrate
 from server.storage.db import Database
 from tests.conftest import ROOT
 from tests.dashboard.seed import engine, run_body
-from tests.factories import bucket_table, record, run_upsert
+from tests.factories import bucket_table, ingest_batch, record, run_upsert
 
 STEPS = 20
 
@@ -159,7 +158,7 @@ def test_alert_diagnosis_carries_the_likely_cause_in_every_format(tmp_path: Path
     db = Database(str(tmp_path / "d.duckdb"))
     migrate.upgrade(db)
     ingest = IngestService(db)
-    ingest.ingest(IngestIn.model_validate(_offset_run("raw", project="p")), OPEN)
+    ingest.ingest(ingest_batch(_offset_run("raw", project="p")), OPEN)
     ingest.close()
     alert = Alert(
         id="al_1", rule_id="r_1", rule_name="vllm-kl high", project="p", run_id="raw",

@@ -7,13 +7,17 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from server.domain.records import BatchWrite, WriteResult
+from server.domain.records import Batch, BatchWrite, WriteResult
 from server.errors import NotFound
-from server.schemas.ingest import IngestIn
-from server.services.ingest import to_batch_write
 from server.storage.db import Database
 from server.storage.ingest import write_batches
-from tests.factories import bucket_table, record, run_upsert
+from tests.factories import bucket_table, ingest_batch, record, run_upsert
+
+
+def _write(body: dict[str, Any]) -> BatchWrite:
+    """A payload as storage takes it from an open server's ingest service."""
+    batch: Batch = ingest_batch(body)
+    return BatchWrite(batch.run, batch.records, batch.annotations)
 
 
 def _batches(run_id: str) -> list[BatchWrite]:
@@ -35,7 +39,7 @@ def _batches(run_id: str) -> list[BatchWrite]:
         },
         {"records": [record(run_id, 0, {"a": 7.0, "b": 7.0})]},  # nothing new
     ]
-    return [to_batch_write(IngestIn.model_validate(body)) for body in bodies]
+    return [_write(body) for body in bodies]
 
 
 def _outcome(results: list[WriteResult]) -> list[tuple[int, int, int]]:
@@ -94,10 +98,10 @@ def test_group_equals_one_by_one(migrated_db: Database) -> None:
 
 def test_a_batch_naming_a_run_created_later_in_the_group_fails(migrated_db: Database) -> None:
     db = migrated_db
-    needs_run = IngestIn.model_validate({"records": [record("later", 0, {"a": 1.0})]})
-    creates_run = IngestIn.model_validate({"run": run_upsert("later"), "records": []})
+    needs_run = _write({"records": [record("later", 0, {"a": 1.0})]})
+    creates_run = _write({"run": run_upsert("later"), "records": []})
     with pytest.raises(NotFound, match="unknown run 'later'"), db.write() as conn:
-        write_batches(conn, db, [to_batch_write(needs_run), to_batch_write(creates_run)])
+        write_batches(conn, db, [needs_run, creates_run])
     with db.read() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM runs")).scalar_one() == 0
 
@@ -118,7 +122,7 @@ def _exemplar_batches(run_id: str) -> list[BatchWrite]:
         },
         {"records": [record(run_id, 0, {"a": 5.0}, exemplars=[ex("uniform", 0, -7.0)])]},
     ]
-    return [to_batch_write(IngestIn.model_validate(body)) for body in bodies]
+    return [_write(body) for body in bodies]
 
 
 def test_group_stores_exemplars_as_one_by_one_does(migrated_db: Database) -> None:

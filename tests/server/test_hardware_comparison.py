@@ -11,11 +11,11 @@ import pytest
 
 from server.auth import OPEN
 from server.errors import Rejected
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage import compaction
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 A100, H20, L20 = "NVIDIA A100-SXM4-80GB", "NVIDIA H20", "NVIDIA L20"
 PARITY = {"engine": {"version": "0.18.1", "logprobs_mode": "processed_logprobs"}}
@@ -58,7 +58,7 @@ def _post(
     ]
     run = {"id": run_id, "name": f"run {run_id}", "project": project, "config": config}
     run["labels"] = labels or {}
-    ingest.ingest(IngestIn.model_validate({"run": run, "records": records}), OPEN)
+    ingest.ingest(ingest_batch({"run": run, "records": records}), OPEN)
 
 
 def _seed(db: Database, ratio: float, *, per_gpu: int = 5, steps: int = 150) -> None:

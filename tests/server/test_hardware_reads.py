@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage import compaction, retention
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 H20, A100 = "NVIDIA H20", "NVIDIA A100-SXM4-80GB"
 
@@ -47,7 +47,7 @@ def _ingest(db: Database) -> dict[tuple[str, str, int], tuple[str, float]]:
     sent = {}
     ingest = IngestService(db)
     for run in ("hw-h20", "hw-a100", "hw-moving"):
-        ingest.ingest(IngestIn.model_validate({"run": {"id": run, "project": "hw"}}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": run, "project": "hw"}}), OPEN)
     plan = _plan()
     for n, half in enumerate((plan[: len(plan) // 2], plan[len(plan) // 2 :])):
         records = []
@@ -64,7 +64,7 @@ def _ingest(db: Database) -> dict[tuple[str, str, int], tuple[str, float]]:
                     "metrics": {"k3_kl": value},
                 }
             )
-        ingest.ingest(IngestIn.model_validate({"records": records}), OPEN)
+        ingest.ingest(ingest_batch({"records": records}), OPEN)
         if n == 0:
             compaction.compact(db)  # the first half compacted, the second still hot
     ingest.close()

@@ -17,11 +17,11 @@ import pytest
 import sqlalchemy as sa
 
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage import compaction, retention
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 STEPS = 700
 RUNS = ("h1", "h2", "h3")
@@ -49,7 +49,7 @@ def history(
     sent = {run: {m: {s: _value(rng) for s in range(STEPS)} for m in METRICS} for run in RUNS}
     ingest = IngestService(migrated_db)
     for run in RUNS:
-        ingest.ingest(IngestIn.model_validate({"run": {"id": run}}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": run}}), OPEN)
 
     def writer(run: str) -> None:
         local = random.Random(run)
@@ -69,7 +69,7 @@ def history(
                 }
                 for s in steps[i : i + 37]
             ]
-            ingest.ingest(IngestIn.model_validate({"records": records}), OPEN)
+            ingest.ingest(ingest_batch({"records": records}), OPEN)
             if local.random() < 0.2:
                 compaction.compact(migrated_db)  # part compacted, part hot, interleaved
 
@@ -189,7 +189,7 @@ def test_a_spike_survives_rollups_and_retention(migrated_db: Database) -> None:
             {"run_id": "spiky", "step": s, "source": "trainer", "metrics": {"k3_kl": values[s]}}
             for s in range(start, start + 5_000)
         ]
-        ingest.ingest(IngestIn.model_validate({"run": {"id": "spiky"}, "records": records}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": "spiky"}, "records": records}), OPEN)
     ingest.close()
     query = QueryService(migrated_db)
     compaction.compact_all(migrated_db)
@@ -208,7 +208,7 @@ def test_a_spike_survives_rollups_and_retention(migrated_db: Database) -> None:
     # A re-sent old step is not stored again once its raw value is gone.
     again = IngestService(migrated_db)
     record = {"run_id": "spiky", "step": 5, "source": "trainer", "metrics": {"k3_kl": 1.0}}
-    out = again.ingest(IngestIn.model_validate({"records": [record]}), OPEN)
+    out = again.ingest(ingest_batch({"records": [record]}), OPEN)
     again.close()
     assert (out.accepted, out.duplicates) == (0, 1)
     assert retention.drop_raw(migrated_db, older_than_s=0.0, now=2e10).runs == []

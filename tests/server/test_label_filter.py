@@ -14,10 +14,10 @@ from server.auth import OPEN
 from server.domain.alarms import Rule, Silence
 from server.domain.labels import InvalidLabelFilter, LabelFilter
 from server.errors import Rejected
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 RUN_LABELS = {"empty": {"tier": ""}, "gold": {"tier": "gold"}, "none": {}}
 # filter → the runs it selects
@@ -47,7 +47,7 @@ def query(migrated_db: Database) -> QueryService:
     ingest = IngestService(migrated_db)
     for run_id, labels in RUN_LABELS.items():
         body = {"run": {"id": run_id, "project": "p", "labels": labels}}
-        ingest.ingest(IngestIn.model_validate(body), OPEN)
+        ingest.ingest(ingest_batch(body), OPEN)
     ingest.close()
     return QueryService(migrated_db)
 

@@ -8,12 +8,11 @@ import itertools
 import sqlalchemy as sa
 
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage import alarm_tables
 from server.storage.db import Database
-from tests.factories import batch
+from tests.factories import batch, ingest_batch
 
 _ids = itertools.count()
 
@@ -33,7 +32,7 @@ def test_the_runs_fingerprint_moves_with_alerts_on_the_readers_runs_only(
 ) -> None:
     ingest = IngestService(migrated_db)
     for project, run_id in (("a", "a-run"), ("b", "b-run"), ("a", "a-other")):
-        ingest.ingest(IngestIn.model_validate(batch(run_id, range(5), project=project)), OPEN)
+        ingest.ingest(ingest_batch(batch(run_id, range(5), project=project)), OPEN)
     ingest.close()
     query = QueryService(migrated_db)
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def query(migrated_db: Database) -> Any:
         body = {
             "run": {"id": run_id, "name": f"run {run_id}", "project": project, "config": config}
         }
-        ingest.ingest(IngestIn.model_validate(body), OPEN)
+        ingest.ingest(ingest_batch(body), OPEN)
     ingest.close()
     return QueryService(migrated_db)
 

@@ -9,10 +9,10 @@ import pytest
 
 from server.auth import OPEN
 from server.errors import Rejected
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 
 def _make(ingest: IngestService, run_id: str, *, k3: float | None = None, **run: object) -> None:
@@ -20,7 +20,7 @@ def _make(ingest: IngestService, run_id: str, *, k3: float | None = None, **run:
     if k3 is not None:
         records = [{"run_id": run_id, "step": 0, "source": "trainer", "metrics": {"k3_kl": k3}}]
     body = {"run": {"id": run_id, "project": "p", **run}, "records": records}
-    ingest.ingest(IngestIn.model_validate(body), OPEN)
+    ingest.ingest(ingest_batch(body), OPEN)
 
 
 def _all_pages(query: QueryService, *, between: object = None, **kwargs: object) -> list[str]:

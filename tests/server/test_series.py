@@ -11,11 +11,11 @@ import sqlalchemy as sa
 
 from server.auth import OPEN
 from server.errors import NotFound, Rejected
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.storage import compaction, migrate, retention, series
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def _load(
             }
             for s in range(first, min(first + chunk, len(values)))
         ]
-        ingest.ingest(IngestIn.model_validate({"run": {"id": run_id}, "records": records}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": run_id}, "records": records}), OPEN)
 
 
 def reference_plan(lo: int, hi: int, max_points: int) -> tuple[int, int, int]:
@@ -165,7 +165,7 @@ def test_series_of_several_actors_merges_per_step(
         for s in range(10)
         for a in range(3)
     ]
-    ingest.ingest(IngestIn.model_validate({"run": {"id": "multi"}, "records": records}), OPEN)
+    ingest.ingest(ingest_batch({"run": {"id": "multi"}, "records": records}), OPEN)
     merged = query.series("multi", "x", max_points=10)
     assert merged.source == "rollout"
     assert [(p.min, p.max, p.count) for p in merged.points][:2] == [(0.0, 20.0, 3), (1.0, 21.0, 3)]
@@ -210,7 +210,7 @@ def test_a_grid_read_equals_its_series_read_one_by_one(
         {"run_id": "g-mid", "step": s, "source": "rollout", "actor": "r0", "metrics": {"ent": 0.5}}
         for s in range(100)
     ]
-    ingest.ingest(IngestIn.model_validate({"records": extra}), OPEN)
+    ingest.ingest(ingest_batch({"records": extra}), OPEN)
     compaction.compact(database)
     tail = [
         {
@@ -222,7 +222,7 @@ def test_a_grid_read_equals_its_series_read_one_by_one(
         }
         for s in range(50)
     ]  # stays hot
-    ingest.ingest(IngestIn.model_validate({"records": tail}), OPEN)
+    ingest.ingest(ingest_batch({"records": tail}), OPEN)
 
     runs, metrics = list(lengths), ["k3_kl", "ent"]
     for window in ({}, {"step_min": 500, "step_max": 3_000}, {"step_min": 59_990}):

@@ -148,9 +148,9 @@ def test_metrics_exports_each_live_runs_headline_with_its_signal(server: Any) ->
 
 def test_headlines_and_the_k3_sort_agree_on_both_databases(migrated_db: Any) -> None:
     from server.auth import OPEN
-    from server.schemas.ingest import IngestIn
     from server.services.ingest import IngestService
     from server.services.query import QueryService
+    from tests.factories import ingest_batch
 
     ingest = IngestService(migrated_db)
     for run in (
@@ -159,7 +159,7 @@ def test_headlines_and_the_k3_sort_agree_on_both_databases(migrated_db: Any) -> 
         body("k3", {**K3, "k3_kl": math.nan}, steps=3),  # a collapse sorts above every value
         body("plain", PLAIN, steps=3),
     ):
-        ingest.ingest(IngestIn.model_validate(run), OPEN)
+        ingest.ingest(ingest_batch(run), OPEN)
     ingest.close()
     query = QueryService(migrated_db)
     page = query.runs_page(project="signals", sort="k3", descending=True)

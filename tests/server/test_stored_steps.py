@@ -9,10 +9,10 @@ import random
 from typing import Any
 
 from server.auth import OPEN
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.storage import compaction, stored_steps
 from server.storage.db import Database
+from tests.factories import ingest_batch
 
 STEPS = 60
 ACTORS = (("trainer", "t0"), ("trainer", "t1"), ("rollout", "vllm-0"))
@@ -21,7 +21,7 @@ ACTORS = (("trainer", "t0"), ("trainer", "t1"), ("rollout", "vllm-0"))
 def test_records_are_the_first_values_sent_in_step_order(migrated_db: Database) -> None:
     rng = random.Random(3)
     ingest = IngestService(migrated_db)
-    ingest.ingest(IngestIn.model_validate({"run": {"id": "r", "project": "p"}}), OPEN)
+    ingest.ingest(ingest_batch({"run": {"id": "r", "project": "p"}}), OPEN)
     kept: dict[tuple[str, str, int], dict[str, Any]] = {}
     sends = [(src, actor, s) for src, actor in ACTORS for s in range(0, STEPS, 1 + (actor == "t1"))]
     rng.shuffle(sends)
@@ -36,7 +36,7 @@ def test_records_are_the_first_values_sent_in_step_order(migrated_db: Database) 
                 {"run_id": "r", "step": step, "source": source, "actor": actor,
                  "metrics": metrics, "weight_version": step // 5, **fields}
             )  # fmt: skip
-        ingest.ingest(IngestIn.model_validate({"records": records}), OPEN)
+        ingest.ingest(ingest_batch({"records": records}), OPEN)
         if rng.random() < 0.3:
             compaction.compact(migrated_db)  # part compacted, part hot
     ingest.close()

@@ -1,8 +1,8 @@
 """POST /api/v1/ingest — the collectors' one write endpoint.
 
 The body is read as bytes and parsed by the compact wire decoder, or by the models for what it
-leaves to them (`server.services.ingest.parse_batch`); the OpenAPI document still describes it
-as `IngestIn` (see `document_body`).
+leaves to them, into the domain batch the ingest service takes (`server.schemas.batches`); the
+OpenAPI document still describes it as `IngestIn` (see `document_body`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from server.api.deps import IngestDep, PrincipalDep
 from server.api.wire import CLIENT_PARAMETERS, check_client
 from server.auth import Principal
+from server.schemas.batches import parse_batch
 from server.schemas.ingest import IngestIn, IngestOut
-from server.services.ingest import IngestService, parse_batch
+from server.services.ingest import IngestService
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
 
@@ -58,7 +59,10 @@ def _parse_and_store(service: IngestService, body: bytes, principal: Principal) 
         batch = parse_batch(body)
     except ValidationError as exc:  # answered as FastAPI answers a body it validated itself
         raise RequestValidationError(exc.errors(include_url=False)) from None
-    return service.ingest(batch, principal)
+    result = service.ingest(batch, principal)
+    return IngestOut(
+        accepted=result.accepted, duplicates=result.duplicates, annotations=result.annotations
+    )
 
 
 def document_body(schema: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,145 @@
+"""How a batch is committed, the one place where the two databases' write disciplines differ
+for ingest: `committer(db)` picks, and the ingest service sees only `Committer`.
+
+PostgreSQL takes concurrent writers (row locks and `ON CONFLICT` do the work), so each batch is
+its own transaction on the caller's thread. On DuckDB, whose writes are serialised anyway,
+concurrent batches are committed together by one writer thread ("group commit"): each batch
+still succeeds or fails alone — if any batch of a group fails, the group is rolled back and its
+batches are retried one transaction each — but the fixed cost of a transaction and of each
+statement is shared when many clients post at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Protocol
+
+from server.domain.records import BatchWrite, WriteResult
+from server.storage.db import Database
+from server.storage.ingest import write_batches
+
+log = logging.getLogger("mismatch_monitor.ingest")
+
+MAX_GROUP = 16
+
+
+class Committer(Protocol):
+    def commit(self, batch: BatchWrite) -> WriteResult:
+        """Write one batch in a transaction of its own (or of a group that commits whole);
+        raises what writing it raised."""
+        ...
+
+    def close(self) -> None:
+        """Write what is queued, then stop."""
+        ...
+
+
+def committer(db: Database) -> Committer:
+    """The committer for `db`'s database."""
+    return GroupCommit(db) if db.is_duckdb else OneByOne(db)
+
+
+class OneByOne:
+    """One transaction per batch, on the caller's thread."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def commit(self, batch: BatchWrite) -> WriteResult:
+        return _write_one(self._db, batch)
+
+    def close(self) -> None:
+        """Nothing queued, nothing to stop."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    batch: BatchWrite
+    future: Future[WriteResult]
+
+
+_STOP: _Job = None  # type: ignore[assignment]  # sentinel that ends the writer thread
+
+
+class GroupCommit:
+    """Batches from every caller, committed by one writer thread up to `MAX_GROUP` at a time."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._writer_lock = threading.Lock()
+
+    def commit(self, batch: BatchWrite) -> WriteResult:
+        job = _Job(batch, Future())
+        self._ensure_writer()
+        self._jobs.put(job)
+        return job.future.result()
+
+    def close(self) -> None:
+        """Stop the writer thread after the batches already queued."""
+        writer = self._writer
+        if writer is not None and writer.is_alive():
+            self._jobs.put(_STOP)
+            writer.join(timeout=30)
+
+    def _ensure_writer(self) -> None:
+        if self._writer is not None and self._writer.is_alive():
+            return
+        with self._writer_lock:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(
+                    target=self._writer_loop, name="mismatch-ingest-writer", daemon=True
+                )
+                self._writer.start()
+
+    def _writer_loop(self) -> None:
+        while True:
+            first = self._jobs.get()
+            if first is _STOP:
+                return
+            group = [first]
+            stop = False
+            while len(group) < MAX_GROUP:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is _STOP:
+                    stop = True
+                    break
+                group.append(job)
+            try:
+                self._commit_group(group)
+            except BaseException as exc:  # never let the writer die with callers waiting
+                for job in group:
+                    if not job.future.done():
+                        job.future.set_exception(exc)
+            if stop:
+                return
+
+    def _commit_group(self, group: list[_Job]) -> None:
+        if len(group) > 1:
+            try:
+                with self._db.write() as conn:
+                    results = write_batches(conn, self._db, [job.batch for job in group])
+            except Exception:
+                log.debug("group of %d failed; retrying its batches one by one", len(group))
+            else:
+                for job, result in zip(group, results, strict=True):
+                    job.future.set_result(result)
+                return
+        for job in group:
+            try:
+                job.future.set_result(_write_one(self._db, job.batch))
+            except Exception as exc:
+                job.future.set_exception(exc)
+
+
+def _write_one(db: Database, batch: BatchWrite) -> WriteResult:
+    with db.write() as conn:
+        return write_batches(conn, db, [batch])[0]
