@@ -35,8 +35,10 @@ from server.api.routes import (
     alarms,
     attribution,
     health,
+    identity,
     ingest,
     maintenance,
+    oidc,
     projects,
     runs,
     session,
@@ -45,6 +47,7 @@ from server.api.routes import (
 from server.config import Settings
 from server.container import Services
 from server.errors import NotFound
+from server.identity import wiring as people
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.projects import ProjectService
@@ -66,7 +69,9 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     maintenance = Maintenance(db, retention_days=settings.retention_days)
     ingest_service = IngestService(db, listeners=[telemetry, maintenance])
     token_service = TokenService(
-        db, require_tokens=not settings.is_loopback and not settings.insecure
+        db,
+        require_tokens=settings.identity_enabled
+        or (not settings.is_loopback and not settings.insecure),
     )
     sessions = Sessions(
         token_service,
@@ -85,6 +90,7 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
         maintenance,
         sessions,
         ProjectService(db),
+        people.build(settings, db, tokens=token_service, sessions=sessions),
     )
     if settings.alarms:
         services.alarms = wiring.build(
@@ -126,8 +132,8 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    routers = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance, session)
-    for module in routers:
+    api = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance, identity)
+    for module in (*api, session, oidc):
         app.include_router(module.router)
     _document_ingest_body(app)
 
@@ -170,10 +176,10 @@ def _add_middleware(
         BodyLimitMiddleware,
         max_body_bytes=settings.max_body_bytes,
         budget=budget,
-        identify=Callers(services.tokens, services.sessions),
+        identify=Callers(services.people.identity),
         body_timeout_s=settings.body_timeout_s,
     )
-    app.add_middleware(DashboardGate, sessions=services.sessions)
+    app.add_middleware(DashboardGate, identity=services.people.identity)
     app.add_middleware(CrossOriginCheck, trusted=trusted_origins(settings), json_paths=json_paths)
     if settings.cors_origins:
         app.add_middleware(

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from server.domain.identity import Role
 from server.domain.scopes import Scope, narrow
 
 PREFIX = "mm"
@@ -32,11 +33,18 @@ class NewToken:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a token's project and scope, or everyone when auth is off."""
+    """Who is calling: a token's project and scope, a person's projects and roles, or everyone
+    when auth is off.
+
+    A person (`user` set) has the scope "read" and their roles in `grants`, (project, role)
+    pairs: they read every project mapped to them and administer those where the role is
+    admin (`as_admin` narrows to those). They never ingest: that is for tokens."""
 
     token_id: str | None
     project: str | None
     scope: Scope
+    user: str | None = None
+    grants: tuple[tuple[str, Role], ...] | None = None
 
     @property
     def is_server_admin(self) -> bool:
@@ -45,16 +53,38 @@ class Principal:
 
     @property
     def is_admin(self) -> bool:
-        """Administers its project (a server admin administers all of them)."""
+        """Administers its project (a server admin administers all of them); a person, when
+        any of their projects is mapped to them as admin."""
+        if self.grants is not None and self.scope == "read":
+            return any(role == "admin" for _, role in self.grants)
         return self.scope in ("admin", "server-admin")
 
     @property
     def can_read(self) -> bool:
         return self.scope != "ingest"
 
+    @property
+    def actor(self) -> str:
+        """Who this is in the record of changes: the person, the token, or nobody."""
+        if self.user is not None:
+            return f"user:{self.user}"
+        return "open" if self.token_id is None else f"token:{self.token_id}"
+
     def readable_projects(self) -> list[str] | None:
         """Projects this caller may read and administer; None means all."""
-        return None if self.is_server_admin or self.project is None else [self.project]
+        if self.is_server_admin:
+            return None
+        if self.grants is not None:
+            return sorted(project for project, _ in self.grants)
+        return None if self.project is None else [self.project]
+
+    def as_admin(self) -> Principal:
+        """This caller where it administers: a person narrowed to their admin projects (a
+        token's project and scope already say where it administers)."""
+        if self.grants is None or self.is_server_admin:
+            return self
+        kept = tuple((p, r) for p, r in self.grants if r == "admin")
+        return replace(self, grants=kept)
 
     def narrowed(self, project: str | None) -> list[str] | None:
         """`readable_projects`, narrowed to `project` when one is asked for: a project the

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from server.alarms.wiring import Alarms
 from server.config import Settings
+from server.identity.wiring import People
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.projects import ProjectService
@@ -29,6 +30,7 @@ class Services:
     maintenance: Maintenance
     sessions: Sessions
     projects: ProjectService
+    people: People
     alarms: Alarms | None = None  # None when the server runs with alarms off
 
     def start(self) -> None:

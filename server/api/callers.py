@@ -12,58 +12,44 @@ from __future__ import annotations
 
 import anyio
 
-from server.api.middleware import EVERYONE, Caller, Scope, header
-from server.auth import Principal
-from server.errors import MonitorError, Unauthorized
-from server.services.sessions import COOKIE, Sessions, cookie_value
-from server.services.tokens import TokenService
+from server.api.middleware import EVERYONE, Caller, Scope
+from server.errors import MonitorError
+from server.identity.resolver import Identity, Resolved
 
 OPEN = Caller(EVERYONE)
 AUTHENTICATED = "authenticated"
 """Where a request's state keeps (Authorization header, principal) once the body budget has
-authenticated the bearer token, so the route does not authenticate it a second time."""
+authenticated the request, so the route does not authenticate it a second time."""
 
 
 class Callers:
-    """Tells the caller of a request by its bearer token or its dashboard session."""
+    """Tells the caller of a request by its credentials: a bearer token, a person named by
+    the auth proxy, or a dashboard session (`server.identity.resolver`)."""
 
-    def __init__(self, tokens: TokenService, sessions: Sessions) -> None:
-        self.tokens = tokens
-        self.sessions = sessions
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
 
     async def __call__(self, scope: Scope) -> Caller:
-        authorization = header(scope, b"authorization")
-        cookie = cookie_value(header(scope, b"cookie"), COOKIE)
-        caller, principal = await anyio.to_thread.run_sync(self._who, authorization, cookie)
-        if principal is not None:  # the route's own check reads it instead of the table again
-            scope.setdefault("state", {})[AUTHENTICATED] = (authorization, principal)
-        return caller
+        try:
+            resolved = await anyio.to_thread.run_sync(self.identity.resolve_scope, scope)
+        except MonitorError as exc:
+            return Caller(None, exc)
+        authorization = _authorization(scope)
+        # the route's own check reads it instead of the tables again
+        scope.setdefault("state", {})[AUTHENTICATED] = (authorization, resolved.principal)
+        return caller_of(resolved)
 
-    def identify(self, authorization: str | None, cookie: str | None) -> Caller:
-        """Blocking (it may read the tokens table): run it off the event loop."""
-        return self._who(authorization, cookie)[0]
 
-    def _who(
-        self, authorization: str | None, cookie: str | None
-    ) -> tuple[Caller, Principal | None]:
-        """The caller, and the principal its bearer token authenticated (if it sent one)."""
-        if not self.tokens.auth_enabled():
-            return OPEN, None
-        refusal: MonitorError | None = None
-        if authorization:
-            try:
-                principal = self.tokens.authenticate(authorization)
-            except Unauthorized as exc:
-                refusal = exc
-            else:
-                return Caller(principal.project or principal.token_id or EVERYONE), principal
-        if cookie:
-            session = self.sessions.principal(cookie)
-            if session is not None:
-                return Caller(session.project or session.token_id or EVERYONE), None
-        if refusal is None:
-            try:
-                self.tokens.authenticate(None)  # for its message: the 401 the route answers
-            except Unauthorized as exc:
-                refusal = exc
-        return Caller(None, refusal), None
+def caller_of(resolved: Resolved) -> Caller:
+    """Every token and session of a project is one caller; a person is one of their own."""
+    principal = resolved.principal
+    if principal.is_server_admin and principal.token_id is None and principal.user is None:
+        return OPEN
+    return Caller(principal.project or principal.user or principal.token_id or EVERYONE)
+
+
+def _authorization(scope: Scope) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"authorization":
+            return str(value.decode("latin-1"))
+    return None

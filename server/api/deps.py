@@ -11,6 +11,7 @@ from server.api.callers import AUTHENTICATED
 from server.auth import Principal
 from server.container import Services
 from server.errors import NotFound
+from server.identity.changes import Changes
 from server.services.ingest import IngestService
 from server.services.query import QueryService
 from server.services.tokens import TokenService, require_scope
@@ -36,6 +37,11 @@ def get_tokens(services: ServicesDep) -> TokenService:
     return services.tokens
 
 
+def get_changes(services: ServicesDep) -> Changes:
+    """The record of who changed what: each change below records its caller."""
+    return services.people.changes
+
+
 def get_alarms(services: ServicesDep) -> Alarms:
     if services.alarms is None:
         raise NotFound("alarms are disabled on this server")
@@ -44,13 +50,14 @@ def get_alarms(services: ServicesDep) -> Alarms:
 
 def get_principal(
     request: Request,
-    tokens: Annotated[TokenService, Depends(get_tokens)],
+    services: ServicesDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
+    """The caller: a bearer token, a person the auth proxy names, or a session's owner."""
     known = getattr(request.state, AUTHENTICATED, None)  # the body budget's check, if made
     if known is not None and known[0] == authorization:
         return known[1]  # type: ignore[no-any-return]
-    return tokens.authenticate(authorization)
+    return services.people.identity.resolve_scope(request.scope).principal
 
 
 def get_reader(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
@@ -61,8 +68,10 @@ def get_reader(principal: Annotated[Principal, Depends(get_principal)]) -> Princ
 
 
 def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    """A caller that administers, narrowed to where it does (a person who reads one project
+    and administers another acts here on the second only)."""
     require_scope(principal, "admin")
-    return principal
+    return principal.as_admin()
 
 
 def get_scope(
@@ -85,6 +94,7 @@ QueryDep = Annotated[QueryService, Depends(get_query)]
 IngestDep = Annotated[IngestService, Depends(get_ingest)]
 TokensDep = Annotated[TokenService, Depends(get_tokens)]
 AlarmsDep = Annotated[Alarms, Depends(get_alarms)]
+ChangesDep = Annotated[Changes, Depends(get_changes)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 ReaderDep = Annotated[Principal, Depends(get_reader)]
 AdminDep = Annotated[Principal, Depends(get_admin)]

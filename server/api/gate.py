@@ -1,9 +1,11 @@
 """The gate in front of every non-API path: pages, Dash callbacks and assets need a session.
 
 The API authenticates each request by its bearer token; a browser cannot send one, so a user
-signs in once with a read or admin token and gets a session cookie (`server.services.sessions`).
-`DashboardGate` turns the cookie back into the token's principal and hands the dashboard the
-projects it may see in the `READER_HEADER` request header, stripped from what the client sent.
+signs in once, with a read or admin token or through the identity provider, and gets a session
+cookie (`server.services.sessions`, `server.identity.sessions`); behind an auth proxy, the
+proxy's header names them. `DashboardGate` turns these into the caller's principal through the
+same resolver as the API (`server.identity.resolver`) and hands the dashboard the projects it
+may see in the `READER_HEADER` request header, stripped from what the client sent.
 The dashboard's reads go through the same query service as the API's, filtered by those
 projects: one code path for both.
 
@@ -22,14 +24,14 @@ import anyio
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from server.api import errors
-from server.api.middleware import ASGIApp, Receive, Scope, Send, header
+from server.api.middleware import ASGIApp, Message, Receive, Scope, Send, header
 from server.domain.scopes import READER_HEADER
-from server.errors import Unauthorized
-from server.services.sessions import COOKIE, Sessions, cookie_value
+from server.errors import Forbidden, MonitorError, Unauthorized
+from server.identity.resolver import Identity
 
 OPEN_PATHS = frozenset(
     {"/login", "/logout", "/healthz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc"}
-    | {"/openapi.json"}
+    | {"/openapi.json", "/login/oidc", "/login/oidc/callback"}
 )
 """Paths that answer without a session: sign-in itself, liveness, the API's own documentation
 (no data in it) and /metrics (which checks a token itself)."""
@@ -44,9 +46,9 @@ RELOAD_PAGE = (
 class DashboardGate:
     """Lets a request for a page, callback or asset through only with a session (see module)."""
 
-    def __init__(self, app: ASGIApp, *, sessions: Sessions) -> None:
+    def __init__(self, app: ASGIApp, *, identity: Identity) -> None:
         self.app = app
-        self.sessions = sessions
+        self.identity = identity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -59,17 +61,59 @@ class DashboardGate:
         if path.startswith("/api/") or path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        cookie = cookie_value(header(scope, b"cookie"), COOKIE)
-        principal = await anyio.to_thread.run_sync(self.sessions.principal, cookie)
-        if principal is None:
+        try:
+            resolved = await anyio.to_thread.run_sync(self.identity.resolve_scope, scope)
+        except Unauthorized:
             await _refuse(scope, receive, send)
             return
-        signed_in = principal.token_id is not None  # the open principal has no session
+        except Forbidden as exc:
+            await _forbid(exc, scope, receive, send)
+            return
+        principal = resolved.principal
         granted = json.dumps(
-            {"projects": principal.readable_projects(), "signed_in": signed_in}
+            {
+                "projects": principal.readable_projects(),
+                "signed_in": resolved.session,
+                "who": principal.user,
+            }
         ).encode()
         scope["headers"] = [*headers, (reader, granted)]
-        await self.app(scope, receive, send)
+        await self.app(scope, receive, with_cookie(send, resolved.refreshed))
+
+
+def with_cookie(send: Send, cookie: str | None) -> Send:
+    """`send`, adding a Set-Cookie to the response's headers when there is one to send (a
+    session pushed on while in use)."""
+    if cookie is None:
+        return send
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            message = {**message, "headers": [*headers, (b"set-cookie", cookie.encode())]}
+        await send(message)
+
+    return sending
+
+
+async def _forbid(exc: MonitorError, scope: Scope, receive: Receive, send: Send) -> None:
+    """403: a page saying why (and how to sign out) for a navigation, the JSON error else."""
+    response: Response
+    if scope["method"] == "GET" and "text/html" in (header(scope, b"accept") or ""):
+        response = HTMLResponse(refused_page(exc.message), status_code=403)
+    else:
+        response = errors.response(exc)
+    response.headers["cache-control"] = "no-store"
+    await response(scope, receive, send)
+
+
+def refused_page(message: str) -> str:
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>No access · Mismatch Monitor</title></head>
+<body style="font-family:sans-serif;max-width:520px;margin:80px auto">
+<h2>Mismatch Monitor</h2><p>{html.escape(message)}</p>
+<form method="post" action="/logout"><button type="submit">Sign out</button></form>
+</body></html>"""
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
@@ -99,9 +143,16 @@ def safe_next(target: str | None) -> str:
     return target
 
 
-def login_page(*, next_path: str, message: str = "") -> str:
-    """The sign-in form: plain HTML, no script, every user-given value escaped."""
+def login_page(*, next_path: str, message: str = "", sso: bool = False) -> str:
+    """The sign-in form: plain HTML, no script, every user-given value escaped; with `sso`, a
+    link to sign in through the identity provider first."""
     note = f'<p style="color:#b00">{html.escape(message)}</p>' if message else ""
+    if sso:
+        start = "/login/oidc?next=" + quote(next_path, safe="")
+        note += (
+            f'<p><a id="sso" href="{html.escape(start, quote=True)}" style="font-size:1.2em">'
+            "Sign in with your organisation's account</a></p><p>or with a token:</p>"
+        )
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Sign in · Mismatch Monitor</title></head>
 <body style="font-family:sans-serif;max-width:420px;margin:80px auto">

@@ -11,6 +11,7 @@ import typer
 
 from demo.cli import demo
 from server.cli import alarms, diagnose, importers, maintenance, parity, projects, serve, spool
+from server.cli.members import members
 from server.cli.tokens import tokens
 
 app = typer.Typer(
@@ -21,6 +22,7 @@ app = typer.Typer(
 )
 serve.register(app)
 app.add_typer(tokens, name="token")
+app.add_typer(members, name="member")
 alarms.register(app)
 projects.register(app)
 maintenance.register(app)

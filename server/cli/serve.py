@@ -9,6 +9,15 @@ from typing import Annotated
 import typer
 
 from server.cli.common import DEFAULT_DB, DbOpt, fail
+from server.cli.identity_options import (
+    AuthProxyFromOpt,
+    AuthProxyGroupsHeaderOpt,
+    AuthProxyHeaderOpt,
+    IdentityMapOpt,
+    OidcClientIdOpt,
+    OidcGroupsClaimOpt,
+    OidcIssuerOpt,
+)
 from server.config import DEFAULT_PORT, Settings
 from server.storage import compaction
 from server.storage import migrate as migrations
@@ -121,6 +130,13 @@ def serve(
     analysis_timeout_s: AnalysisTimeoutOpt = None,
     body_timeout_s: BodyTimeoutOpt = None,
     inflight_share: InflightShareOpt = None,
+    oidc_issuer: OidcIssuerOpt = None,
+    oidc_client_id: OidcClientIdOpt = None,
+    oidc_groups_claim: OidcGroupsClaimOpt = None,
+    identity_map: IdentityMapOpt = None,
+    auth_proxy_header: AuthProxyHeaderOpt = None,
+    auth_proxy_groups_header: AuthProxyGroupsHeaderOpt = None,
+    auth_proxy_from: AuthProxyFromOpt = None,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="API only")] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
@@ -158,6 +174,9 @@ def _start(settings: Settings) -> None:
         port=settings.port,
         log_level=settings.log_level,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        # The auth proxy is trusted by its TCP address: never let a forwarded-for header
+        # stand in for it.
+        proxy_headers=not settings.auth_proxy_header,
     )
 
 

@@ -46,7 +46,7 @@ class Change:
     """One change to a project's configuration, and who made it."""
 
     id: str
-    at: float
+    changed_at: float
     project: str
     kind: str  # rule, receiver, silence, reference, retention, token, member
     object_id: str

@@ -43,8 +43,8 @@ class TokenService:
             project = ALL_PROJECTS
         elif project is None or not re.match(NAME_PATTERN, project):
             raise Rejected("project must be 1-128 characters of letters, digits and _.:/@+-")
-        elif not by.is_server_admin and project != by.project:
-            raise Forbidden(f"this token administers project {by.project!r}, not {project!r}")
+        elif not by.is_server_admin and project not in (by.as_admin().readable_projects() or []):
+            raise Forbidden(f"{by.actor} does not administer project {project!r}")
         new = auth.new_token()
         now = time.time()
         with self._db.write() as conn:

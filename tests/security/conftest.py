@@ -1,23 +1,30 @@
 """A shared deployment as a team runs it: a real server bound to a network address of this
-machine (not loopback, so tokens are required), two projects with their own tokens, and data
-whose strings would show up in any answer that leaks them."""
+machine (not loopback, so tokens are required), two projects with their own tokens, people who
+sign in through an OpenID Connect provider (a real one, in this process: `oidc_provider`)
+mapped to those projects by user, group and mapping file, and data whose strings would show up
+in any answer that leaks them."""
 
 from __future__ import annotations
 
+import html
+import json
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
 
+from server.identity.members import Members
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
 from tests.conftest import ServerProcess
 from tests.factories import batch
+from tests.security.oidc_provider import CLIENT_ID, CLIENT_SECRET, Account, Provider, serving
 
 pytestmark = pytest.mark.security
 
@@ -26,6 +33,24 @@ ALPHA_RUN = "alpha-grpo-7b"
 BETA_RUN = "beta-ppo-1b"
 SHARED_RUN = "grpo-v1"  # both projects use this id
 KINDS = ("ingest", "read", "admin")
+CALLBACK = "/login/oidc/callback"
+PASSWORD = "correct horse"
+ACCOUNTS = (
+    Account("alice", PASSWORD, "u-alice", "alice@lab.example"),  # user mapping by e-mail
+    Account("bob", PASSWORD, "u-bob", "bob@lab.example", groups=("alpha-admins",)),  # group
+    Account("dave", PASSWORD, "u-dave", "dave@lab.example"),  # the mapping file
+    Account("erin", PASSWORD, "u-erin", "erin@lab.example"),  # user mapping by subject
+    Account("carol", PASSWORD, "u-carol", "carol@lab.example"),  # no mapping
+    # Claims alice's address, unverified: must not get alice's projects.
+    Account("eve", PASSWORD, "u-eve", "alice@lab.example", email_verified=False),
+)
+PEOPLE = {  # the access matrix's kinds of person → the account signed in as
+    "person-read_alpha": "alice",
+    "person-admin_alpha": "bob",
+    "person-read_beta": "dave",
+    "person-admin_beta": "erin",
+    "person-none": "carol",
+}
 
 
 def network_address() -> str:
@@ -46,9 +71,22 @@ class Deployment:
     tokens: dict[str, str] = field(default_factory=dict)  # "read_alpha", …, "server_admin"
     token_ids: dict[str, str] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)  # alpha's rule, receiver, silence ids
+    provider: Provider | None = None
+    sessions: dict[str, str] = field(default_factory=dict)  # person kind → session cookie
 
     def headers(self, kind: str | None) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[kind]}"} if kind else {}
+        if kind is None or kind.startswith("person-"):
+            return {}
+        return {"Authorization": f"Bearer {self.tokens[kind]}"}
+
+    def cookies(self, kind: str | None) -> dict[str, str]:
+        """A person's session cookie (signed in once, through the provider)."""
+        if kind is None or not kind.startswith("person-"):
+            return {}
+        if kind not in self.sessions:
+            with oidc_sign_in(self.server.url, PEOPLE[kind]) as client:
+                self.sessions[kind] = client.cookies["mm_session"]
+        return {"mm_session": self.sessions[kind]}
 
 
 @pytest.fixture(scope="module")
@@ -65,17 +103,66 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             made[f"{kind}_{project}"] = (info.id, secret)
     info, secret = service.create(project=None, scope="server-admin")
     made["server_admin"] = (info.id, secret)
+    members = Members(db)
+    members.add(kind="user", name="alice@lab.example", project="alpha", role="read")
+    members.add(kind="group", name="alpha-admins", project="alpha", role="admin")
+    members.add(kind="user", name="u-erin", project="beta", role="admin")
     db.dispose()
+    mapping = tmp / "people.json"
+    mapping.write_text(json.dumps({"users": {"dave@lab.example": {"beta": "read"}}}))
     host = network_address()
-    # Receivers point at a closed loopback port, allowed for this deployment only.
-    server = ServerProcess(db_path, log_dir=tmp, host=host, args=["--webhook-allow", "127.0.0.9"])
-    if host == "0.0.0.0":
-        server.url = f"http://127.0.0.1:{server.port}"
-    server.start()
-    try:
-        yield _seed(server, made)
-    finally:
-        server.stop()
+    provider = Provider(list(ACCOUNTS))
+    with serving(provider) as issuer:
+        # Receivers point at a closed loopback port, allowed for this deployment only.
+        server = ServerProcess(
+            db_path,
+            log_dir=tmp,
+            host=host,
+            args=["--webhook-allow", "127.0.0.9", *identity_args(issuer, mapping)],
+            env={"MISMATCH_OIDC_CLIENT_SECRET": CLIENT_SECRET},
+        )
+        if host == "0.0.0.0":
+            server.url = f"http://127.0.0.1:{server.port}"
+        server.start()
+        provider.client.redirect_uris = [server.url + CALLBACK]
+        try:
+            found = _seed(server, made)
+            found.provider = provider
+            yield found
+        finally:
+            server.stop()
+
+
+def identity_args(issuer: str, mapping: Any) -> list[str]:
+    return [
+        "--oidc-issuer", issuer, "--oidc-client-id", CLIENT_ID, "--oidc-groups-claim", "groups",
+        "--identity-map", str(mapping),
+    ]  # fmt: skip
+
+
+@contextmanager
+def oidc_sign_in(url: str, username: str, *, next_path: str = "/") -> Iterator[httpx.Client]:
+    """Sign in as `username` through the provider, as a browser does (without one): a client
+    holding the session cookie. Fails the test when any hop answers otherwise."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        to_provider = client.get("/login/oidc", params={"next": next_path})
+        assert to_provider.status_code == 303, to_provider.text
+        back = provider_login(to_provider.headers["location"], username)
+        landed = client.get(back)
+        assert landed.status_code == 200, landed.text
+        assert f'content="0;url={html.escape(next_path, quote=True)}"' in landed.text
+        yield client
+
+
+def provider_login(authorize_url: str, username: str, password: str = PASSWORD) -> str:
+    """Fill in the provider's login form; the callback URL it sends the browser back to."""
+    page = httpx.get(authorize_url, timeout=30)
+    assert page.status_code == 200 and 'name="username"' in page.text
+    answer = httpx.post(
+        authorize_url, data={"username": username, "password": password}, timeout=30
+    )
+    assert answer.status_code == 302, answer.text
+    return str(answer.headers["location"])
 
 
 def _seed(server: ServerProcess, made: dict[str, tuple[str, str]]) -> Deployment:

@@ -1,5 +1,6 @@
 """Who may call what, read from the server itself: every operation of the OpenAPI document and
-every callback of the dashboard's callback map, with every kind of token of both projects, aimed
+every callback of the dashboard's callback map, with every kind of token of both projects and
+every kind of person (signed in through the OIDC provider: reader, admin, no mapping), aimed
 at project alpha's data. An operation missing from `ACCESS` fails the test: a new endpoint
 must say who may call it, and is then checked like the others."""
 
@@ -12,7 +13,7 @@ import httpx
 import pytest
 
 from tests.factories import batch
-from tests.security.conftest import ALPHA_RUN, SECRET, Deployment
+from tests.security.conftest import ALPHA_RUN, PEOPLE, SECRET, Deployment
 
 pytestmark = pytest.mark.security
 
@@ -53,18 +54,26 @@ ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/rules/defaults"): "admin",
     ("GET", "/api/v1/projects/{project}/reference"): "read",
     ("PUT", "/api/v1/projects/{project}/reference"): "admin",
+    ("GET", "/api/v1/me"): "read",
+    ("GET", "/api/v1/members"): "admin",
+    ("PUT", "/api/v1/members"): "admin",
+    ("DELETE", "/api/v1/members"): "admin",
+    ("GET", "/api/v1/changes"): "read",
 }
 TOKENS = (
     None,
     *(f"{kind}_{project}" for project in ("alpha", "beta") for kind in ("ingest", "read", "admin")),
     "server_admin",
+    *PEOPLE,
 )
+MEMBER = {"kind": "user", "name": "matrix@lab.example", "project": "alpha"}
 QUERY = {
     "/api/v1/runs/{run_id}/series": {"metric": "k3_kl"},
     "/api/v1/series": {"runs": ALPHA_RUN, "metric": "k3_kl"},
     "/api/v1/trends": {"runs": ALPHA_RUN},
     "/api/v1/hardware": {"runs": ALPHA_RUN},
     "/api/v1/hardware/report": {"runs": ALPHA_RUN},
+    "/api/v1/members": MEMBER,
 }
 RULE = {"project": "alpha", "name": "r", "kind": "threshold", "metric": "k3_kl",
         "params": {"threshold": 1e9, "direction": "above"}}  # fmt: skip
@@ -81,6 +90,7 @@ def body_for(method: str, path: str) -> Any:
         ("POST", "/api/v1/rules/backtest"): {"run": ALPHA_RUN, "project": "alpha"},
         ("POST", "/api/v1/rules/defaults"): {"project": "alpha"},
         ("PUT", "/api/v1/projects/{project}/reference"): {"run": ALPHA_RUN},
+        ("PUT", "/api/v1/members"): {**MEMBER, "role": "read"},
         ("POST", "/api/v1/maintenance/retention"): {
             "project": "alpha",
             "older_than_s": 1e9,
@@ -114,7 +124,11 @@ def fresh(deployment: Deployment, name: str) -> str:
 def allowed(level: str, token: str) -> bool:
     if level == "public" or token == "server_admin":
         return True
-    kind, project = token.split("_")
+    if token == "person-none":
+        return False
+    kind, project = token.removeprefix("person-").split("_")
+    if token.startswith("person-") and level == "ingest":
+        return False  # people read and administer; only tokens ingest
     if project != "alpha":
         return False
     return {"read": kind in ("read", "admin"), "admin": kind == "admin"}.get(
@@ -152,13 +166,22 @@ def test_each_operation_answers_each_token_as_its_scope_and_project_say(
             if "{" + name + "}" in target:
                 value = fresh(deployment, name) if method != "GET" else deployment.ids[name]
                 target = target.replace("{" + name + "}", value)
-        params = dict(QUERY.get(path, {}))
+        params = dict(QUERY.get(path, {})) if method in ("GET", "DELETE") else {}
+        if (method, path) == ("DELETE", "/api/v1/members"):  # a mapping for it to remove
+            mapped = httpx.put(
+                server.url + path,
+                json=body_for("PUT", path),
+                headers=deployment.headers("server_admin"),
+                timeout=60,
+            )
+            assert mapped.status_code == 200, mapped.text
         response = httpx.request(
             method,
             server.url + target,
             params=params,
             json=body_for(method, path),
             headers=deployment.headers(token),
+            cookies=deployment.cookies(token),
             timeout=60,
         )
         status, text = response.status_code, response.text

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Query
 
 from server.api.bounded import AnalysisDep
-from server.api.deps import AdminDep, AlarmsDep, ReaderDep
-from server.domain.alarms import AlertState, Rule
+from server.api.deps import AdminDep, AlarmsDep, ChangesDep, ReaderDep
+from server.auth import Principal
+from server.domain.alarms import AlertState, Receiver, Rule
 from server.domain.rule_errors import RuleError
+from server.identity.changes import Changes
 from server.schemas.alarms import (
     AlertOut,
     AlertsOut,
@@ -58,9 +61,21 @@ def rule_out(rule: Rule, errors: Mapping[str, RuleError]) -> RuleOut:
 
 
 @router.post("/rules", response_model=RuleOut, status_code=201)
-def create_rule(body: RuleIn, alarms: AlarmsDep, principal: AdminDep) -> RuleOut:
+def create_rule(
+    body: RuleIn, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
+) -> RuleOut:
     rule = alarms.config.create_rule(**body.model_dump(), projects=principal.readable_projects())
+    _rule_changed(changes, principal, rule, "create")
     return RuleOut.model_validate(rule)
+
+
+def _rule_changed(changes: Changes, principal: Principal, rule: Rule, action: str) -> None:
+    changes.record(principal, **_what("rule", rule.project, rule.id, action), summary=rule.name)
+
+
+def _what(kind: str, project: str, object_id: str, action: str) -> dict[str, str]:
+    """A change's subject, for the record of who changed what."""
+    return {"kind": kind, "project": project, "object_id": object_id, "action": action}
 
 
 @router.post("/rules/backtest", response_model=BacktestOut)
@@ -93,16 +108,23 @@ async def backtest_rules(
 
 
 @router.patch("/rules/{rule_id}", response_model=RuleOut)
-def update_rule(rule_id: str, body: RulePatch, alarms: AlarmsDep, principal: AdminDep) -> RuleOut:
-    rule = alarms.config.update_rule(
-        rule_id, body.model_dump(), projects=principal.readable_projects()
-    )
+def update_rule(
+    rule_id: str, body: RulePatch, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
+) -> RuleOut:
+    asked = body.model_dump()
+    rule = alarms.config.update_rule(rule_id, asked, projects=principal.readable_projects())
+    changed = ", ".join(sorted(k for k, v in asked.items() if v is not None))
+    changes.record(principal, **_what("rule", rule.project, rule.id, "update"), summary=changed)
     return rule_out(rule, alarms.config.rule_errors([rule.id]))
 
 
 @router.delete("/rules/{rule_id}", status_code=204)
-def delete_rule(rule_id: str, alarms: AlarmsDep, principal: AdminDep) -> None:
-    alarms.config.delete_rule(rule_id, projects=principal.readable_projects())
+def delete_rule(rule_id: str, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep) -> None:
+    projects = principal.readable_projects()
+    found = [r for r in alarms.config.list_rules(projects=projects) if r.id == rule_id]
+    alarms.config.delete_rule(rule_id, projects=projects)
+    for rule in found:
+        _rule_changed(changes, principal, rule, "delete")
 
 
 @router.get("/receivers", response_model=ListOut[ReceiverOut])
@@ -114,16 +136,33 @@ def list_receivers(
 
 
 @router.post("/receivers", response_model=ReceiverOut, status_code=201)
-def create_receiver(body: ReceiverIn, alarms: AlarmsDep, principal: AdminDep) -> ReceiverOut:
+def create_receiver(
+    body: ReceiverIn, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
+) -> ReceiverOut:
     receiver = alarms.config.add_receiver(
         **body.model_dump(), projects=principal.readable_projects()
     )
+    what = _what("receiver", receiver.project, receiver.id, "create")
+    changes.record(principal, **what, summary=_receiver_summary(receiver))
     return ReceiverOut.model_validate(receiver)
 
 
+def _receiver_summary(receiver: Receiver) -> str:
+    """Its format and host: never the URL's path or query, which often hold a secret (and
+    the record is shown to the project's readers)."""
+    return f"{receiver.format} to {urlsplit(receiver.url).hostname or '?'}"
+
+
 @router.delete("/receivers/{receiver_id}", status_code=204)
-def delete_receiver(receiver_id: str, alarms: AlarmsDep, principal: AdminDep) -> None:
-    alarms.config.delete_receiver(receiver_id, projects=principal.readable_projects())
+def delete_receiver(
+    receiver_id: str, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
+) -> None:
+    projects = principal.readable_projects()
+    found = [r for r in alarms.config.list_receivers(projects=projects) if r.id == receiver_id]
+    alarms.config.delete_receiver(receiver_id, projects=projects)
+    for receiver in found:
+        what = _what("receiver", receiver.project, receiver.id, "delete")
+        changes.record(principal, **what, summary=_receiver_summary(receiver))
 
 
 @router.post("/receivers/{receiver_id}/test", response_model=ReceiverTestOut)
@@ -141,14 +180,25 @@ def list_silences(
 
 
 @router.post("/silences", response_model=SilenceOut, status_code=201)
-def create_silence(body: SilenceIn, alarms: AlarmsDep, principal: AdminDep) -> SilenceOut:
+def create_silence(
+    body: SilenceIn, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
+) -> SilenceOut:
     silence = alarms.config.add_silence(**body.model_dump(), projects=principal.readable_projects())
+    what = _what("silence", silence.project, silence.id, "create")
+    changes.record(principal, **what, summary=silence.comment)
     return SilenceOut.model_validate(silence)
 
 
 @router.delete("/silences/{silence_id}", status_code=204)
-def delete_silence(silence_id: str, alarms: AlarmsDep, principal: AdminDep) -> None:
-    alarms.config.delete_silence(silence_id, projects=principal.readable_projects())
+def delete_silence(
+    silence_id: str, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
+) -> None:
+    projects = principal.readable_projects()
+    found = [s for s in alarms.config.list_silences(projects=projects) if s.id == silence_id]
+    alarms.config.delete_silence(silence_id, projects=projects)
+    for silence in found:
+        what = _what("silence", silence.project, silence.id, "delete")
+        changes.record(principal, **what, summary=silence.comment)
 
 
 @router.get("/alerts", response_model=AlertsOut)
@@ -175,9 +225,11 @@ def list_alerts(
 
 @router.post("/rules/defaults", response_model=ListOut[RuleOut], status_code=201)
 def install_default_rules(
-    body: DefaultsIn, alarms: AlarmsDep, principal: AdminDep
+    body: DefaultsIn, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
 ) -> ListOut[RuleOut]:
     """Put the default rule pack into a project again, on purpose (a project gets it once when
     it is made); rules of the pack it still has, by name, are left as they are."""
     made = alarms.config.install_defaults(body.project, projects=principal.readable_projects())
+    for rule in made:
+        _rule_changed(changes, principal, rule, "create")
     return ListOut(data=[RuleOut.model_validate(r) for r in made], count=len(made))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from server.api.deps import AdminDep, ServicesDep
+from server.api.deps import AdminDep, ChangesDep, ServicesDep
 from server.errors import Forbidden, Malformed
 from server.schemas.query import Out
 
@@ -28,7 +28,9 @@ class RetentionOut(Out):
 
 
 @router.post("/retention", response_model=RetentionOut)
-def retention(body: RetentionIn, services: ServicesDep, principal: AdminDep) -> RetentionOut:
+def retention(
+    body: RetentionIn, services: ServicesDep, principal: AdminDep, changes: ChangesDep
+) -> RetentionOut:
     """Drop the raw values of runs quiet for longer than `older_than_s` (their rollups, block
     sums, heads, annotations and alerts stay, so their charts still draw)."""
     project = body.project
@@ -42,6 +44,17 @@ def retention(body: RetentionIn, services: ServicesDep, principal: AdminDep) -> 
     found = services.maintenance.retain(
         older_than_s=body.older_than_s, project=project, dry_run=body.dry_run
     )
+    if not body.dry_run:
+        where = project or "*"  # a server admin's retention over every project
+        summary = f"older than {body.older_than_s:g} s: {len(found.runs)} runs"
+        changes.record(
+            principal,
+            project=where,
+            kind="retention",
+            object_id=where,
+            action="run",
+            summary=summary,
+        )
     return RetentionOut(
         runs=found.runs,
         values=found.values,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from server.api.deps import AdminDep, ReaderDep, ServicesDep
+from server.api.deps import AdminDep, ChangesDep, ReaderDep, ServicesDep
 from server.domain.names import NAME_PATTERN
 from server.schemas.projects import ReferenceIn, ReferenceOut
 from server.services.projects import ProjectService
@@ -26,10 +26,22 @@ ProjectsDep = Annotated[ProjectService, Depends(get_projects)]
 
 @router.put("/projects/{project}/reference", response_model=ReferenceOut)
 def set_reference(
-    project: ProjectPath, body: ReferenceIn, service: ProjectsDep, principal: AdminDep
+    project: ProjectPath,
+    body: ReferenceIn,
+    service: ProjectsDep,
+    principal: AdminDep,
+    changes: ChangesDep,
 ) -> ReferenceOut:
     """Make a run of the project its reference run."""
     found = service.set_reference(project, body.run, projects=principal.readable_projects())
+    changes.record(
+        principal,
+        project=project,
+        kind="reference",
+        object_id=project,
+        action="set",
+        summary=body.run,
+    )
     return ReferenceOut.model_validate(found)
 
 

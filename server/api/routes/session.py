@@ -21,7 +21,8 @@ MAX_FORM_BYTES = 4096
 def show_login(services: ServicesDep, next: str = "/") -> Response:
     if not services.tokens.auth_enabled():
         return RedirectResponse(safe_next(next), status_code=303)
-    return HTMLResponse(login_page(next_path=safe_next(next)), headers=_no_store())
+    sso = services.people.signin is not None
+    return HTMLResponse(login_page(next_path=safe_next(next), sso=sso), headers=_no_store())
 
 
 @router.post("/login")
@@ -34,12 +35,17 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
     try:
         principal = await run_in_threadpool(services.tokens.authenticate, f"Bearer {token}")
     except MonitorError:
-        page = login_page(next_path=target, message="That token is not valid (or was revoked).")
+        page = login_page(
+            next_path=target,
+            message="That token is not valid (or was revoked).",
+            sso=services.people.signin is not None,
+        )
         return HTMLResponse(page, status_code=401, headers=_no_store())
     if not principal.can_read:
         page = login_page(
             next_path=target,
             message="An ingest token cannot sign in: use a read or admin token of the project.",
+            sso=services.people.signin is not None,
         )
         return HTMLResponse(page, status_code=403, headers=_no_store())
     response = RedirectResponse(target, status_code=303, headers=_no_store())
@@ -54,7 +60,7 @@ def sign_out(request: Request, services: ServicesDep) -> Response:
     """End the session on the server (a copy of its cookie is refused from now on) and clear
     the cookie. A POST only: another site cannot make a browser send one here (the
     cross-origin check refuses it, and the cookie is SameSite=Strict)."""
-    services.sessions.end(request.cookies.get(COOKIE))
+    services.people.identity.end(request.cookies.get(COOKIE))
     response = RedirectResponse("/login", status_code=303, headers=_no_store())
     response.headers.append("set-cookie", services.sessions.cleared())
     return response

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from server.api.deps import AdminDep, AlarmsDep, TokensDep
+from server.api.deps import AdminDep, AlarmsDep, ChangesDep, TokensDep
 from server.domain.names import NAME_PATTERN
 from server.schemas.query import ListOut
 
@@ -37,10 +37,18 @@ class TokenCreatedOut(TokenOut):
 
 @router.post("", response_model=TokenCreatedOut, status_code=201)
 def create_token(
-    body: TokenIn, tokens: TokensDep, alarms: AlarmsDep, principal: AdminDep
+    body: TokenIn, tokens: TokensDep, alarms: AlarmsDep, principal: AdminDep, changes: ChangesDep
 ) -> TokenCreatedOut:
     info, token = tokens.create(
         project=body.project, scope=body.scope, name=body.name, by=principal
+    )
+    changes.record(
+        principal,
+        project=info.project,
+        kind="token",
+        object_id=info.id,
+        action="create",
+        summary=f"{info.scope} {info.name}".strip(),
     )
     alarms.service.ensure_defaults(info.project)  # a project made by its first token
     return TokenCreatedOut(**info.__dict__, token=token)
@@ -63,5 +71,16 @@ def list_tokens(
 
 
 @router.delete("/{token_id}", response_model=TokenOut)
-def revoke_token(token_id: str, tokens: TokensDep, principal: AdminDep) -> TokenOut:
-    return TokenOut(**tokens.revoke(token_id, projects=principal.readable_projects()).__dict__)
+def revoke_token(
+    token_id: str, tokens: TokensDep, principal: AdminDep, changes: ChangesDep
+) -> TokenOut:
+    revoked = tokens.revoke(token_id, projects=principal.readable_projects())
+    changes.record(
+        principal,
+        project=revoked.project,
+        kind="token",
+        object_id=token_id,
+        action="delete",
+        summary=revoked.scope,
+    )
+    return TokenOut(**revoked.__dict__)

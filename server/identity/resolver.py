@@ -1,0 +1,110 @@
+"""Who a request is, from whatever it carries: one path for the API, the dashboard's gate,
+/metrics and the body budget, so they cannot drift.
+
+In order: the auth proxy's header (refused outright from an address that is not the proxy's),
+the bearer token (machine tokens, unchanged), then the person the proxy names, then the
+session cookie (a token's session or a person's). A person without any mapped project is
+refused (403) with what to ask for, at every request: removing a mapping takes effect at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from server import auth
+from server.errors import Forbidden
+from server.identity.members import Members
+from server.identity.proxy import ProxyTrust
+from server.identity.sessions import UserSessions
+from server.services.sessions import COOKIE, Sessions, cookie_value
+from server.services.tokens import TokenService
+
+
+@dataclass(frozen=True)
+class Resolved:
+    principal: auth.Principal
+    session: bool = False  # a session cookie stands behind it (so "Sign out" means something)
+    refreshed: str | None = None  # a Set-Cookie value that pushes the session on
+
+
+class Identity:
+    def __init__(
+        self,
+        *,
+        tokens: TokenService,
+        sessions: Sessions,
+        people: UserSessions,
+        members: Members,
+        proxy: ProxyTrust | None = None,
+    ) -> None:
+        self.tokens = tokens
+        self.sessions = sessions
+        self.people = people
+        self.members = members
+        self.proxy = proxy
+
+    def resolve_scope(self, scope: Mapping[str, Any]) -> Resolved:
+        """`resolve` for an ASGI request scope. Blocking: run it off the event loop."""
+        headers = _headers(scope)
+        client = scope.get("client")
+        return self.resolve(
+            authorization=headers.get("authorization"),
+            cookie=cookie_value(headers.get("cookie"), COOKIE),
+            headers=headers,
+            peer=str(client[0]) if client else None,
+        )
+
+    def resolve(
+        self,
+        *,
+        authorization: str | None,
+        cookie: str | None,
+        headers: Mapping[str, str] | None = None,
+        peer: str | None = None,
+    ) -> Resolved:
+        """The caller, or Unauthorized (no or bad credentials) / Forbidden (a proxy header
+        from elsewhere, a person with no project)."""
+        person = None
+        if self.proxy is not None and headers is not None:
+            groups = headers.get(self.proxy.groups_header) if self.proxy.groups_header else None
+            person = self.proxy.person(headers.get(self.proxy.header), groups, peer)
+        if not self.tokens.auth_enabled():
+            return Resolved(auth.OPEN)
+        if authorization:
+            return Resolved(self.tokens.authenticate(authorization))
+        if person is not None:
+            return Resolved(self._person(self.members.principal(person)))
+        if cookie:
+            principal = self.sessions.principal(cookie)
+            if principal is not None:
+                return Resolved(principal, session=True)
+            found = self.people.read(cookie)
+            if found is not None:
+                principal = self._person(self.members.principal(found.person))
+                return Resolved(principal, session=True, refreshed=found.refreshed)
+        return Resolved(self.tokens.authenticate(None))  # raises: the usual 401 and its words
+
+    def end(self, cookie: str | None) -> None:
+        """Sign out: end whichever session the cookie names."""
+        if not self.sessions.end(cookie):
+            self.people.end(cookie)
+
+    @staticmethod
+    def _person(principal: auth.Principal) -> auth.Principal:
+        if principal.is_server_admin or principal.grants:
+            return principal
+        raise Forbidden(
+            f"signed in as {principal.user}, but no project is mapped to you: ask an admin to "
+            f"run `mismatch member add --kind user --name {principal.user} --project P --role "
+            "read`"
+        )
+
+
+def _headers(scope: Mapping[str, Any]) -> dict[str, str]:
+    """The request's headers by lower-case name (the first of repeated ones)."""
+    out: dict[str, str] = {}
+    for key, value in scope.get("headers", []):
+        out.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+    return out

@@ -1,0 +1,55 @@
+"""People over the API: who the caller is, the mappings of users and groups to projects, and
+the record of who changed what."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from server.domain.identity import MemberKind, Role
+from server.domain.names import NAME_PATTERN
+from server.schemas.query import Out
+
+
+class GrantOut(Out):
+    project: str
+    role: Role
+
+
+class MeOut(Out):
+    actor: str = Field(description="How the record of changes names you: user:… or token:…")
+    user: str | None = Field(description="The signed-in person, None for a token")
+    server_admin: bool
+    projects: list[GrantOut] | None = Field(
+        description="Your projects and roles; None: every project (a server admin)"
+    )
+
+
+class MemberIn(BaseModel):
+    kind: MemberKind
+    name: str = Field(
+        min_length=1,
+        max_length=320,
+        description="A user's OIDC subject or verified e-mail, the proxy's user name, or a group",
+    )
+    project: str = Field(pattern=NAME_PATTERN)
+    role: Role
+
+
+class MemberOut(Out):
+    kind: MemberKind
+    name: str
+    project: str
+    role: Role
+    created_at: float
+    created_by: str = Field(description="Who mapped it; 'file' for the --identity-map file")
+
+
+class ChangeOut(Out):
+    id: str
+    changed_at: float
+    project: str
+    kind: str = Field(description="rule, receiver, silence, reference, retention, token, member")
+    object_id: str
+    action: str
+    actor: str = Field(description="Who made the change: user:… or token:…")
+    summary: str
