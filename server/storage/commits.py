@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
@@ -123,21 +124,30 @@ class GroupCommit:
                 return
 
     def _commit_group(self, group: list[_Job]) -> None:
-        if len(group) > 1:
-            try:
-                with self._db.write() as conn:
-                    results = write_batches(conn, self._db, [job.batch for job in group])
-            except Exception:
-                log.debug("group of %d failed; retrying its batches one by one", len(group))
+        outcomes = commit_together(self._db, [job.batch for job in group])
+        for job, outcome in zip(group, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                job.future.set_exception(outcome)
             else:
-                for job, result in zip(group, results, strict=True):
-                    job.future.set_result(result)
-                return
-        for job in group:
-            try:
-                job.future.set_result(_write_one(self._db, job.batch))
-            except Exception as exc:
-                job.future.set_exception(exc)
+                job.future.set_result(outcome)
+
+
+def commit_together(db: Database, batches: Sequence[BatchWrite]) -> list[WriteResult | Exception]:
+    """Commit `batches` in one transaction; if that fails, each in a transaction of its own.
+    What each batch wrote, or the error it alone raised: one bad batch never fails the rest."""
+    if len(batches) > 1:
+        try:
+            with db.write() as conn:
+                return list(write_batches(conn, db, list(batches)))
+        except Exception:
+            log.debug("group of %d failed; retrying its batches one by one", len(batches))
+    outcomes: list[WriteResult | Exception] = []
+    for batch in batches:
+        try:
+            outcomes.append(_write_one(db, batch))
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
 
 
 def _write_one(db: Database, batch: BatchWrite) -> WriteResult:

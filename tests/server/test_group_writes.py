@@ -1,4 +1,5 @@
-"""Several batches written in one transaction give what writing them one by one gives."""
+"""Several batches written in one transaction give what writing them one by one gives, and one
+bad batch of a group fails alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sqlalchemy as sa
 
 from server.domain.records import Batch, BatchWrite, WriteResult
 from server.errors import NotFound
+from server.storage.commits import commit_together
 from server.storage.db import Database
 from server.storage.ingest import write_batches
 from tests.factories import bucket_table, ingest_batch, record, run_upsert
@@ -94,6 +96,22 @@ def test_group_equals_one_by_one(migrated_db: Database) -> None:
         ("b", 1),
         ("c", 1),
     ]
+
+
+def test_a_bad_batch_in_a_group_fails_alone_and_the_others_are_stored(
+    migrated_db: Database,
+) -> None:
+    db = migrated_db
+    first, *rest = _batches("kept")
+    bad = _write({"records": [record("nowhere", 0, {"a": 1.0})]})
+    outcomes = commit_together(db, [first, bad, *rest])
+    assert isinstance(outcomes[1], NotFound)
+    written = [o for o in outcomes if isinstance(o, WriteResult)]
+    assert _outcome(written) == [(2, 0, 4), (2, 1, 2), (0, 1, 0)]
+    for b in _batches("alone"):
+        with db.write() as conn:
+            write_batches(conn, db, [b])
+    assert repr(_stored(db, "kept")) == repr(_stored(db, "alone"))  # repr: NaN equals NaN
 
 
 def test_a_batch_naming_a_run_created_later_in_the_group_fails(migrated_db: Database) -> None:
