@@ -10,6 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from server.cli.import_check import check
+from server.importers import wandb as wandb_source
+from server.importers.core import ImportFailed, Options, plan_run
+from server.importers.writer import Writer
+from server.storage import migrate
+from server.storage.db import Database
 from tests.importers.stored import count, mismatch, stored
 
 LIMIT = 2000  # the ingest contract's metrics per record
@@ -49,6 +55,25 @@ def test_a_wandb_csv_at_the_metric_limit_is_imported_whole(tmp_path: Path) -> No
     assert sum(len(v) for v in values.values()) == 2099 * 4 + LIMIT
     (run_id,) = {run for run, _ in values}
     assert values[(run_id, f"m{LIMIT - 1}")] == {2099: 0.5 + 2099 + LIMIT - 1}
+
+
+def test_a_plan_nobody_checked_against_the_contract_is_not_written(tmp_path: Path) -> None:
+    export = wide_csv(tmp_path / "small.csv", rows=10, last_row_metrics=4)
+    plan = plan_run(wandb_source.read(export), Options())
+    db = tmp_path / "m.duckdb"
+    database = Database(str(db))
+    migrate.upgrade(database)
+    writer = Writer.open(database)
+    try:
+        with pytest.raises(ImportFailed, match="not checked against the ingest contract"):
+            writer.write(plan)
+        assert writer.summary.values == 0
+        check([plan])
+        writer.write(plan)
+    finally:
+        writer.close()
+        database.dispose()
+    assert count(db) == 10 * 4
 
 
 def test_a_last_row_with_more_cells_than_the_header_stores_nothing_and_names_its_line(
