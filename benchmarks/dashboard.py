@@ -29,10 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine, start_server  # noqa: E402
-from dashboard.pages.compare import fetch  # noqa: E402
+from dashboard.pages.compare_data import fetch  # noqa: E402
 from server.auth import OPEN  # noqa: E402
+from server.domain.reads.scope import ReadScope  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
-from server.services.query import QueryService  # noqa: E402
+from server.services.reads import Reads  # noqa: E402
 from server.storage import migrate  # noqa: E402
 from server.storage.db import Database  # noqa: E402
 from tests.factories import ingest_batch  # noqa: E402
@@ -71,14 +72,14 @@ def load(db_path: Path, steps: int) -> None:
 
 def server_time(db_path: Path, repeats: int = 5) -> tuple[float, float]:
     db = Database(str(db_path))
-    query = QueryService(db)
+    reads = Reads.over(db)
 
     def compare_view() -> None:
-        fetch(query, list(RUNS), "k3_kl")
+        fetch(reads, ReadScope.EVERY, list(RUNS), "k3_kl")
 
     def raw_baseline() -> None:
         for run_id in RUNS:
-            query.series(run_id, "k3_kl", max_points=100_000)
+            reads.series.series(ReadScope.EVERY, run_id, "k3_kl", max_points=100_000)
 
     times = {}
     for name, fn in (("view", compare_view), ("raw", raw_baseline)):

@@ -34,8 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine, start_server  # noqa: E402
 from server.auth import OPEN  # noqa: E402
+from server.domain.reads.scope import ReadScope  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
-from server.services.query import QueryService  # noqa: E402
+from server.services.query import SeriesQueries  # noqa: E402
 from server.storage import migrate  # noqa: E402
 from server.storage.db import Database, raw_duckdb  # noqa: E402
 from tests.factories import ingest_batch  # noqa: E402
@@ -169,12 +170,12 @@ def series_query_ms(db_path: Path, repeats: int = 15) -> float:
             for s in range(start, start + 25_000)
         ]
         ingest.ingest(ingest_batch({"run": {"id": "long"}, "records": records}), OPEN)
-    query = QueryService(db)
-    query.series("long", "k3_kl", max_points=1000)  # warm
+    query = SeriesQueries(db)
+    query.series(ReadScope.EVERY, "long", "k3_kl", max_points=1000)  # warm
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        out = query.series("long", "k3_kl", max_points=1000)
+        out = query.series(ReadScope.EVERY, "long", "k3_kl", max_points=1000)
         times.append((time.perf_counter() - started) * 1000)
     assert max(p.max or 0 for p in out.points) == 1.0
     ingest.close()

@@ -1,19 +1,22 @@
-"""What the signed-in reader of a request may see, applied to every read the dashboard makes.
+"""Who reads: the signed-in reader of the current request, as the scope every read takes.
 
 The server's sign-in gate puts the reader's projects in a request header (`READER_HEADER`,
-stripped from what clients send). `Scoped` wraps the server's query and
-alert services and add those projects to each call, intersected with any a page asks for (a
-run page opened for one project): the same filter the API applies, on the same code path. A
-request without the header sees nothing.
+stripped from what clients send). Each callback takes the scope from it (`reader_scope`) and
+hands it to the read port explicitly, narrowed to a project where a page asks for one (a run
+page opened for one project): the same filter the API applies, on the same code path. A request
+without the header sees nothing.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
-from server.domain.scopes import READER_HEADER, narrow
+from server.domain.reads.scope import ReadScope
+from server.domain.scopes import READER_HEADER
+
+Reader = Callable[[], ReadScope]
+"""The scope of the current request's reader (`reader_scope`, or a test's own)."""
 
 NOTHING: list[str] = []
 
@@ -39,6 +42,11 @@ def reader_projects() -> list[str] | None:
     return [str(p) for p in projects] if isinstance(projects, list) else NOTHING
 
 
+def reader_scope() -> ReadScope:
+    """The current request's reader as a read scope (none for a request without one)."""
+    return ReadScope.of(reader_projects())
+
+
 def reader_signed_in() -> bool:
     """Whether the current request's reader has a session (False on an open server, where
     nobody signs in, and without the header): what decides whether "Sign out" is shown."""
@@ -50,25 +58,3 @@ def reader_signed_in() -> bool:
         return json.loads(flask.request.headers.get(READER_HEADER, "{}")).get("signed_in") is True
     except (ValueError, AttributeError):
         return False
-
-
-class Scoped:
-    """A service (the query service, the alert markers) as the request's reader sees it: each
-    call gets `projects=` narrowed to the reader's."""
-
-    def __init__(
-        self, inner: Any, projects: Callable[[], list[str] | None] = reader_projects
-    ) -> None:
-        self._inner = inner
-        self._projects = projects
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-        if not callable(method):
-            return method
-
-        def scoped(*args: Any, **kwargs: Any) -> Any:
-            kwargs["projects"] = narrow(self._projects(), kwargs.get("projects"))
-            return method(*args, **kwargs)
-
-        return scoped

@@ -10,11 +10,11 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
-from dashboard.access import reader_signed_in
+from dashboard.access import Reader, reader_scope, reader_signed_in
 from dashboard.pages import buckets, compare, hardware, parity, run, runs
-from dashboard.query import QueryLike
 from dashboard.urlstate import parse
 from server.domain import urls
+from server.services.reads import Reads
 
 PAGES = {
     urls.RUNS: runs,
@@ -75,15 +75,15 @@ def _sign_out() -> Any:
 
 
 def create_dash(
-    query: QueryLike,
+    reads: Reads,
     *,
-    alerts: Any = None,
     requests_pathname_prefix: str = "/",
     poll_ms: int = 10_000,
+    reader: Reader = reader_scope,
     signed_in: Callable[[], bool] = reader_signed_in,
 ) -> dash.Dash:
-    """Build the dashboard over a query service (the server's `QueryService`, or a fake);
-    `signed_in` says whether the request's reader has a session (the header the sign-in gate
+    """Build the dashboard over the server's read port; `reader` is the scope of the request's
+    reader and `signed_in` whether it has a session (both from the header the sign-in gate
     sets, by default)."""
     app = dash.Dash(
         __name__,
@@ -106,8 +106,8 @@ def create_dash(
         page = PAGES.get(path.rstrip("/") or "/")
         if page is None:
             return html.Div([html.H3("Not found"), dcc.Link("back to runs", href="/")])
-        return page.layout(query, parse(search), poll_ms=poll_ms, alerts=alerts)
+        return page.layout(reads, reader(), parse(search), poll_ms=poll_ms)
 
     for page in PAGES.values():
-        page.register(app, query, alerts=alerts)
+        page.register(app, reads, reader)
     return app

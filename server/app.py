@@ -5,17 +5,15 @@ Nothing else constructs services; routes and the dashboard receive what they nee
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 
 from collectors._version import __version__
 from dashboard import create_dash
-from dashboard.access import Scoped
-from dashboard.query import QueryLike
 from server.alarms import wiring
 from server.alarms.incidents import Grouping
 from server.api import errors
@@ -46,12 +44,14 @@ from server.api.routes import (
 )
 from server.config import Settings
 from server.container import Services
+from server.domain.alarms import Alert
 from server.errors import NotFound
 from server.identity import wiring as people
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.projects import ProjectService
-from server.services.query import QueryService
+from server.services.reads import Reads
+from server.services.run_view import Markers
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
 from server.storage import migrate
@@ -64,8 +64,18 @@ VERSION = __version__  # the collectors' and the server's distributions share it
 
 def build_services(settings: Settings, *, db: Database | None = None) -> Services:
     db = db or Database(settings.db)
-    query = QueryService(db, live_window_s=settings.live_window_s)
-    telemetry = Telemetry(query)
+    alarms = (
+        wiring.build(
+            db,
+            base_url=settings.base_url,
+            policy=settings.webhook_policy,
+            grouping=Grouping(settings.incident_window_steps, settings.alert_group_wait_s),
+        )
+        if settings.alarms
+        else None
+    )
+    reads = Reads.over(db, live_window_s=settings.live_window_s, markers=_markers(alarms))
+    telemetry = Telemetry(reads.runs)
     maintenance = Maintenance(db, retention_days=settings.retention_days)
     ingest_service = IngestService(db, listeners=[telemetry, maintenance])
     token_service = TokenService(
@@ -83,7 +93,7 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
     services = Services(
         settings,
         db,
-        query,
+        reads,
         ingest_service,
         token_service,
         telemetry,
@@ -91,17 +101,23 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
         sessions,
         ProjectService(db),
         people.build(settings, db, tokens=token_service, sessions=sessions),
+        alarms=alarms,
     )
-    if settings.alarms:
-        services.alarms = wiring.build(
-            db,
-            base_url=settings.base_url,
-            policy=settings.webhook_policy,
-            grouping=Grouping(settings.incident_window_steps, settings.alert_group_wait_s),
-        )
-        ingest_service.listeners.append(services.alarms)
-        telemetry.count_rule_errors(services.alarms.service.evaluator.failure_counts)
+    if alarms is not None:
+        ingest_service.listeners.append(alarms)
+        telemetry.count_rule_errors(alarms.service.evaluator.failure_counts)
     return services
+
+
+def _markers(alarms: wiring.Alarms | None) -> Markers | None:
+    """The run page's alert markers: the alarm feature's, when the server runs one."""
+    if alarms is None:
+        return None
+
+    def markers(run_id: str, projects: Sequence[str]) -> list[Alert]:
+        return alarms.markers(run_id, projects=projects)
+
+    return markers
 
 
 def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> FastAPI:
@@ -149,11 +165,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     dash_callbacks = "/" + CALLBACK_PATH
     _add_middleware(app, settings, services, json_paths=("/api/", dash_callbacks))
     if settings.dashboard:
-        dash_app = create_dash(
-            cast(QueryLike, Scoped(services.query)),
-            alerts=Scoped(services.alarms) if services.alarms is not None else None,
-            poll_ms=int(settings.refresh_s * 1000),
-        )
+        dash_app = create_dash(services.reads, poll_ms=int(settings.refresh_s * 1000))
         dashboard = WSGIMiddleware(dash_app.server)
         checked = DashCallbackCheck(
             dashboard,  # type: ignore[arg-type]  # a2wsgi types its ASGI messages narrowly

@@ -12,7 +12,7 @@ from server.identity.wiring import People
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.projects import ProjectService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
 from server.storage.db import Database
@@ -23,7 +23,7 @@ from server.telemetry import Telemetry
 class Services:
     settings: Settings
     db: Database
-    query: QueryService
+    reads: Reads  # the query services: the read port of the API and the dashboard
     ingest: IngestService
     tokens: TokenService
     telemetry: Telemetry

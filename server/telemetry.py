@@ -20,11 +20,11 @@ from prometheus_client.registry import Collector
 
 from server.domain.metrics import HEADLINE as K3
 from server.domain.records import WriteResult
-from server.services.query import QueryService
+from server.services.runs_query import RunQueries
 
 
 class Telemetry:
-    def __init__(self, query: QueryService) -> None:
+    def __init__(self, query: RunQueries) -> None:
         self.registry = CollectorRegistry()
         self.batches = Counter(
             "mismatch_ingest_batches", "Ingest batches committed", registry=self.registry
@@ -91,7 +91,7 @@ class _RuleErrors(Collector):
 
 
 class _LiveRuns(Collector):
-    def __init__(self, query: QueryService, projects: Sequence[str] | None = None) -> None:
+    def __init__(self, query: RunQueries, projects: Sequence[str] | None = None) -> None:
         self._query = query
         self._projects = projects
 

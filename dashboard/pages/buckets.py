@@ -7,14 +7,17 @@ from typing import Any
 from dash import Input, Output, dcc, html
 
 from dashboard import ids
-from dashboard.figures.buckets import buckets_figure, heatmap_figure
-from dashboard.figures.text import safe
-from dashboard.query import QueryLike, dump
+from dashboard.access import Reader
 from dashboard.urlstate import as_int, as_list, encode
+from server.domain.reads.scope import ReadScope
+from server.domain.reads.series import BucketGroup
+from server.figures.buckets import buckets_figure, heatmap_figure
+from server.figures.text import safe
+from server.services.reads import Reads
 
 
-def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
-    runs = query.list_runs(limit=500)
+def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
+    runs = reads.runs.list_runs(scope, limit=500)
     return html.Div(
         [
             html.H2("Token-probability buckets"),
@@ -64,7 +67,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     )
 
 
-def register(app: Any, query: QueryLike, **_: Any) -> None:
+def register(app: Any, reads: Reads, reader: Reader) -> None:
     @app.callback(
         Output(ids.BKT_GRAPH, "figure"),
         Output(ids.BKT_HEATMAP, "figure"),
@@ -80,9 +83,13 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
             return buckets_figure([], empty=choose), heatmap_figure([], empty=choose)
         if step_min is not None and step_max is not None and step_min > step_max:
             step_min, step_max = step_max, step_min
-        rows = dump(query.buckets(runs, step_min=step_min, step_max=step_max, group_by=group))
-        cells = dump(
-            query.bucket_steps(runs[0], step_min=step_min, step_max=step_max, max_points=100)
+        scope = reader()
+        grouped: BucketGroup = "gpu" if group == "gpu" else "run"
+        rows = reads.series.buckets(
+            scope, runs, step_min=step_min, step_max=step_max, group_by=grouped
+        )
+        cells = reads.series.bucket_steps(
+            scope, runs[0], step_min=step_min, step_max=step_max, max_points=100
         )
         title = "per GPU type" if group == "gpu" else "per run"
         return (

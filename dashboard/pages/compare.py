@@ -8,34 +8,33 @@ the names they log it. A run without the metric reads "no data" in the divergenc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
+from dashboard.access import Reader
 from dashboard.alignment import (
     DEFAULT_COUNTER,
     parse_align,
 )
-from dashboard.analysis import first_divergence
 from dashboard.components import DataTable
-from dashboard.figures.series import difference_figure, series_figure, zoomed
-from dashboard.figures.text import named, rollups_note
 from dashboard.pages import compare_aligned, compare_metrics
-from dashboard.query import QueryLike, dump
+from dashboard.pages.compare_data import divergences, fetch
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
 from server.domain.metrics import LOG_SCALE
 from server.domain.parity import diff
-from server.domain.series import bucket_value, has_nonfinite
+from server.domain.reads.scope import ReadScope
+from server.figures.series import difference_figure, series_figure, zoomed
+from server.figures.text import named, rollups_note
+from server.services.reads import Reads
 
 POINTS = 2000
-NO_DATA = "no data"
 
 
-def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
-    runs = query.list_runs(limit=500)
+def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
+    runs = reads.runs.list_runs(scope, limit=500)
     options = [{"label": f"{r.name} ({r.id})", "value": r.id} for r in runs]
     chosen = as_list(params.get("runs"))
     window = {
@@ -59,7 +58,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
                 placeholder="runs to compare",
                 style={"minWidth": "420px"},
             ),
-            _view_controls(params, options, chosen, compare_metrics.logged(query, chosen)),
+            _view_controls(params, options, chosen, compare_metrics.logged(reads, scope, chosen)),
             html.P(id=ids.CMP_SIGNAL_NOTE, style={"color": "#555", "margin": "4px 0"}),
             compare_aligned.controls(params),
             _band_controls(params),
@@ -149,7 +148,7 @@ def _band_controls(params: dict[str, str]) -> Any:
     )
 
 
-def register(app: Any, query: QueryLike, **_: Any) -> None:
+def register(app: Any, reads: Reads, reader: Reader) -> None:
     @app.callback(
         Output(ids.CMP_REFERENCE, "options"),
         Output(ids.CMP_REFERENCE, "value"),
@@ -162,7 +161,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         value = current if current in chosen else (chosen[0] if chosen else None)
         return [{"label": r, "value": r} for r in chosen], value
 
-    compare_metrics.register(app, query)
+    compare_metrics.register(app, reads, reader)
 
     @app.callback(
         Output(ids.CMP_GRAPH, "figure"),
@@ -180,7 +179,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         State(ids.CMP_WINDOW, "data"),
     )
     def draw(*inputs: Any) -> Any:
-        return drawn(query, *inputs)
+        return drawn(reads, reader(), *inputs)
 
     @app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
@@ -211,7 +210,8 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
 
 
 def drawn(
-    query: QueryLike,
+    reads: Reads,
+    scope: ReadScope,
     chosen: list[str] | None,
     ref: str | None,
     metric: str | None,
@@ -224,11 +224,12 @@ def drawn(
 ) -> Any:
     """The figure, divergence rows, config diff and the note on the metric, for the inputs."""
     chosen = chosen or []
-    logged = compare_metrics.logged(query, chosen)
+    logged = compare_metrics.logged(reads, scope, chosen)
     settings = (mode, float(k or 3.0), int(n or 5), window or {})
     counter = (counter or "").strip() or DEFAULT_COUNTER
     found = view(
-        query,
+        reads,
+        scope,
         chosen,
         ref,
         metric or "",
@@ -237,12 +238,13 @@ def drawn(
         counter=counter,
         logged=logged,
     )
-    names = {c.id: c.name for c in query.run_configs(list(logged))}
+    names = {c.id: c.name for c in reads.runs.run_configs(scope, list(logged))}
     return (*found, compare_metrics.note(metric, logged, names))
 
 
 def view(
-    query: QueryLike,
+    reads: Reads,
+    scope: ReadScope,
     chosen: list[str],
     ref: str | None,
     metric: str,
@@ -265,30 +267,15 @@ def view(
         return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
     ref = ref if ref in chosen else chosen[0]
     lo, hi = (window or {}).get("step_min"), (window or {}).get("step_max")
-    configs, drawn, coarse = fetch(query, chosen, metric, lo, hi)
+    configs, drawn, coarse = fetch(reads, scope, chosen, metric, lo, hi, POINTS)
     names = {r: (f"{c.name} (reference)" if r == ref else c.name) for r, c in configs.items()}
     note = rollups_note([names[r] for r in coarse])
-    divergence = {}
-    rows = []
-    ref_pairs = [(p["step"], _value(p)) for p in drawn.get(ref, [])]
-    for run_id in configs:
-        if run_id == ref:
-            continue
-        pairs = [(p["step"], _value(p)) for p in drawn[run_id]]
-        if not pairs or not ref_pairs:
-            lacking = run_id if not pairs else ref
-            said = NO_DATA if lacking == run_id else f"{NO_DATA} in the reference"
-            if logged is not None and metric and metric not in logged.get(lacking, {metric}):
-                said += f" (no {metric} logged)"
-            rows.append({"run": names[run_id], "step": said})
-            continue
-        step = first_divergence(ref_pairs, pairs, k=k, sustain=n)
-        divergence[names[run_id]] = step
-        rows.append({"run": names[run_id], "step": _verdict(step, ref_pairs, pairs, n)})
+    divergence, rows = divergences(drawn, ref, names, metric, (k, n), logged)
     ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
     if align != "step":
         fig = compare_aligned.figure(
-            query,
+            reads,
+            scope,
             configs,
             drawn,
             ordered,
@@ -322,31 +309,6 @@ def view(
     return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
 
 
-def fetch(
-    query: QueryLike,
-    run_ids: list[str],
-    metric: str,
-    step_min: int | None = None,
-    step_max: int | None = None,
-) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
-    """The page's data: each run's name and config, its series at POINTS step buckets over
-    [step_min, step_max] (one fetch serves both the overlay and the divergence search), and the
-    runs drawn from rollups only (retention dropped their raw values)."""
-    configs = {c.id: c for c in query.run_configs(run_ids)}
-    found = {
-        r: query.series(r, metric, step_min=step_min, step_max=step_max, max_points=POINTS)
-        for r in configs
-    }
-    drawn = {r: dump(series)["points"] for r, series in found.items()}
-    coarse = [r for r, series in found.items() if series.rollup_only]
-    return configs, drawn, coarse
-
-
-def _value(point: dict[str, Any]) -> float:
-    """A bucket that held any NaN or ±Inf counts as outside the reference band."""
-    return float("nan") if has_nonfinite(point) else bucket_value(point)
-
-
 def _diff_table(rows: list[dict[str, Any]], runs: list[str]) -> Any:
     if not rows:
         return html.P("The configs do not differ.")
@@ -375,14 +337,3 @@ def _diff_table(rows: list[dict[str, Any]], runs: list[str]) -> Any:
             {"if": {"filter_query": "{why} != ''"}, "backgroundColor": "#fff4e5"}
         ],
     )
-
-
-def _verdict(
-    step: int | None, ref: Sequence[tuple[int, float]], run: Sequence[tuple[int, float]], n: int
-) -> int | str:
-    """The divergence step, or why there is none: "never" only when the runs share enough
-    steps for N in a row to have been possible; fewer say how many they share."""
-    if step is not None:
-        return step
-    shared = len({s for s, _ in ref} & {s for s, _ in run})
-    return "never" if shared >= n else f"not decidable: {shared} shared steps, {n} needed"

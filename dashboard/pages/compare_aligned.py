@@ -17,9 +17,12 @@ from dashboard.alignment import (
     parse_align,
     x_at_step,
 )
-from dashboard.figures.series import difference_figure, series_figure
-from dashboard.query import QueryLike, dump
 from server.domain.metrics import LOG_SCALE
+from server.domain.reads.runs import RunConfig
+from server.domain.reads.scope import ReadScope
+from server.figures.points import Point, points
+from server.figures.series import difference_figure, series_figure
+from server.services.reads import Reads
 
 
 def link(align: str | None, counter: str | None) -> dict[str, str]:
@@ -57,9 +60,10 @@ def controls(params: dict[str, str]) -> Any:
 
 
 def figure(
-    query: QueryLike,
-    configs: dict[str, Any],
-    drawn: dict[str, list[dict[str, Any]]],
+    reads: Reads,
+    scope: ReadScope,
+    configs: dict[str, RunConfig],
+    drawn: dict[str, list[Point]],
     ordered: list[str],
     names: dict[str, str],
     divergence: dict[str, int | None],
@@ -72,13 +76,15 @@ def figure(
     max_points: int,
 ) -> Any:
     """The overlay or difference figure with the runs placed by `align` instead of by step."""
-    counters: dict[str, list[dict[str, Any]]] = {}
+    counters: dict[str, list[Point]] = {}
     if align == "samples":
         lo, hi = window
         counters = {
-            r: dump(query.series(r, counter, step_min=lo, step_max=hi, max_points=max_points))[
-                "points"
-            ]
+            r: points(
+                reads.series.series(
+                    scope, r, counter, step_min=lo, step_max=hi, max_points=max_points
+                )
+            )
             for r in configs
         }
     placed = {r: aligned(drawn[r], align, counters.get(r)) for r in configs}

@@ -13,13 +13,15 @@ from typing import Any
 from dash import Input, Output, State
 
 from dashboard import ids
-from dashboard.query import QueryLike
+from dashboard.access import Reader
 from server.domain import signals
 from server.domain.metrics import compare_metric, compare_options
+from server.domain.reads.scope import ReadScope
 from server.errors import MonitorError
+from server.services.reads import Reads
 
 
-def register(app: Any, query: QueryLike) -> None:
+def register(app: Any, reads: Reads, reader: Reader) -> None:
     @app.callback(
         Output(ids.CMP_METRIC, "options"),
         Output(ids.CMP_METRIC, "value"),
@@ -30,17 +32,17 @@ def register(app: Any, query: QueryLike) -> None:
     def metrics(chosen: list[str] | None, current: str | None) -> Any:
         """Another selection: every metric its runs log; the metric drawn stays when all of
         them log it, else the strongest signal they share."""
-        found = logged(query, chosen or [])
+        found = logged(reads, reader(), chosen or [])
         keep = current if current and all(current in m for m in found.values()) else None
         return menu(found, keep)
 
 
-def logged(query: QueryLike, run_ids: list[str]) -> dict[str, set[str]]:
+def logged(reads: Reads, scope: ReadScope, run_ids: list[str]) -> dict[str, set[str]]:
     """Each run's metric names (runs that cannot be read are left out)."""
     out = {}
     for run_id in run_ids:
         try:
-            out[run_id] = {m.name for m in query.list_metrics(run_id)}
+            out[run_id] = {m.name for m in reads.runs.list_metrics(scope, run_id)}
         except MonitorError:
             continue
     return out

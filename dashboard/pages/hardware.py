@@ -11,18 +11,24 @@ the same comparison as a self-contained HTML page.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
+from dashboard.access import Reader
 from dashboard.components import DataTable
-from dashboard.figures.hardware import bucket_curves_figure, hardware_figure, ratio_figure
-from dashboard.query import QueryLike, dump
-from dashboard.report import hardware_report
 from dashboard.urlstate import as_list, encode
 from server.domain import signals, urls
+from server.domain.reads.hardware import HardwareComparison
+from server.domain.reads.scope import ReadScope
+from server.domain.reads.series import BucketRow
 from server.errors import MonitorError
+from server.figures.hardware import bucket_curves_figure, hardware_figure, ratio_figure
+from server.reports.hardware import hardware_report
+from server.services.reads import Reads
 
 GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
 EXCLUDED_COLUMNS = ("name", "run_id", "gpu", "setting", "value", "group_value")
@@ -48,8 +54,8 @@ def _input(id_: str, value: str | None, placeholder: str, width: str = "220px") 
     )
 
 
-def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
-    projects = query.projects()
+def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
+    projects = reads.runs.projects(scope)
     runs = as_list(params.get("runs"))
     project = params.get("project") or (None if runs else next(iter(projects), None))
     return html.Div(
@@ -119,7 +125,7 @@ def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
     )
 
 
-def cell(value: Any) -> Any:
+def cell(value: object) -> object:
     """A table cell: floats to 3 significant digits, an unset setting as a dash, never None."""
     if value is None:
         return "—"
@@ -127,33 +133,33 @@ def cell(value: Any) -> Any:
 
 
 def view(
-    found: dict[str, Any], bucket_rows: list[dict[str, Any]], runs_by_gpu: dict[str, list[str]]
+    found: HardwareComparison, bucket_rows: Sequence[BucketRow], runs_by_gpu: dict[str, list[str]]
 ) -> tuple[Any, ...]:
-    """What the page draws from a comparison (`HardwareComparisonOut` as a dict): the note,
+    """What the page draws from a comparison: the note,
     what to run when nothing is compared, the pair sentences, the box plot, the GPU table, the
     ratios, the bucket curves, the left-out runs, and which of those sections show. Without a
     like-for-like group, no ratio, bucket or GPU table is drawn (they would be empty): the box
     plot shows the selected runs pooled, when they have values, and `runs_by_gpu` (run names
     per GPU type) says which runs on which GPU would make a comparison."""
-    metric = found["metric"]
-    group = found["groups"][0] if found["groups"] else None
-    boxes = group["distribution"] if group else found["data"]
-    gpus = group["gpus"] if group else []
-    pairs = group["pairs"] if group else []
+    metric = found.metric
+    group = found.group
+    boxes = group.distribution if group else found.pooled
+    gpus = group.gpus if group else ()
+    pairs = group.pairs if group else ()
     compared = f" Compared: {signals.describe(metric)}." if metric else ""
-    drawn = any(row.get("median") is not None for row in boxes)
+    drawn = any(row.median is not None for row in boxes)
     return (
-        found["note"] + compared,
+        found.note + compared,
         None if group else what_to_run(runs_by_gpu, metric),
-        [html.Li(p["sentence"]) for p in pairs],
+        [html.Li(p.sentence) for p in pairs],
         hardware_figure(boxes, metric=metric) if drawn else {},
-        [{k: cell(g[k]) for k in GPU_COLUMNS} for g in gpus],
+        [{k: cell(getattr(g, k)) for k in GPU_COLUMNS} for g in gpus],
         ratio_figure(pairs, metric=metric) if group else {},
         bucket_curves_figure(bucket_rows) if group else {},
-        [{k: cell(e[k]) for k in EXCLUDED_COLUMNS} for e in found["excluded"]],
+        [{k: cell(getattr(e, k)) for k in EXCLUDED_COLUMNS} for e in found.excluded],
         SHOWN if drawn else HIDDEN,
         SHOWN if group else HIDDEN,
-        SHOWN if found["excluded"] else HIDDEN,
+        SHOWN if found.excluded else HIDDEN,
     )
 
 
@@ -197,11 +203,13 @@ def _names(names: list[str], shown: int = 6) -> str:
 
 
 def runs_by_gpu(
-    query: QueryLike, selection: dict[str, Any], *, limit: int = 500
+    reads: Reads, scope: ReadScope, selection: Selection, *, limit: int = 500
 ) -> dict[str, list[str]]:
     """The selected runs' names, sorted, per GPU type they ran on (a resumed run under each)."""
-    wanted = selection["run_ids"]
-    found = query.list_runs(project=selection["project"], label=selection["label"], limit=limit)
+    wanted = selection.run_ids
+    found = reads.runs.list_runs(
+        scope, project=selection.project, label=selection.label, limit=limit
+    )
     out: dict[str, list[str]] = {}
     for run in found:
         if wanted and run.id not in wanted:
@@ -211,33 +219,51 @@ def runs_by_gpu(
     return {gpu: sorted(names) for gpu, names in out.items()}
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The runs a comparison is over, as the page's controls choose them."""
+
+    run_ids: list[str] | None
+    project: str | None
+    label: str | None
+    group_by: str | None
+
+
 def _selection(
     project: str | None, runs: list[str] | None, label: str | None, group_by: str | None
-) -> dict[str, Any]:
-    return {
-        "run_ids": runs or None,
-        "project": project or None,
-        "label": (label or "").strip() or None,
-        "group_by": (group_by or "").strip() or None,
-    }
+) -> Selection:
+    return Selection(
+        runs or None,
+        project or None,
+        (label or "").strip() or None,
+        (group_by or "").strip() or None,
+    )
 
 
-def compared(query: QueryLike, selection: dict[str, Any], metric: str | None) -> tuple[Any, ...]:
+def compared(
+    reads: Reads, scope: ReadScope, selection: Selection, metric: str | None
+) -> tuple[Any, ...]:
     """The page's outputs for a selection: the comparison drawn, or what was wrong with it."""
     metric = (metric or "").strip() or None  # none: the runs' shared mismatch signal
     try:
-        found = dump(query.hardware_comparison(metric=metric, **selection))
+        found = reads.hardware.comparison(
+            scope,
+            metric=metric,
+            run_ids=selection.run_ids,
+            project=selection.project,
+            label=selection.label,
+            group_by=selection.group_by,
+        )
     except MonitorError as exc:  # a refused selection: say what was wrong, draw nothing
-        empty = {"metric": metric or "", "groups": [], "data": [], "excluded": []}
-        drawn = view({**empty, "note": ""}, [], {})
-        return (f"Nothing to compare: {exc.message}", None, *drawn[2:])
-    group = found["groups"][0] if found["groups"] else None
-    bucket_rows = dump(query.buckets(group["run_ids"], group_by="gpu")) if group else []
-    by_gpu = {} if group else runs_by_gpu(query, selection)
+        nothing = HardwareComparison((), metric or "", "", (), (), "")
+        return (f"Nothing to compare: {exc.message}", None, *view(nothing, [], {})[2:])
+    group = found.group
+    bucket_rows = reads.series.buckets(scope, group.run_ids, group_by="gpu") if group else []
+    by_gpu = {} if group else runs_by_gpu(reads, scope, selection)
     return view(found, bucket_rows, by_gpu)
 
 
-def register(app: Any, query: QueryLike, **_: Any) -> None:
+def register(app: Any, reads: Reads, reader: Reader) -> None:
     inputs = (
         Input(ids.HW_PROJECT, "value"),
         Input(ids.HW_RUNS, "data"),
@@ -267,7 +293,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         group_by: str | None,
         metric: str | None,
     ) -> Any:
-        return compared(query, _selection(project, runs, label, group_by), metric)
+        return compared(reads, reader(), _selection(project, runs, label, group_by), metric)
 
     @app.callback(
         Output(ids.HW_REPORT, "data"),
@@ -285,7 +311,16 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
     ) -> dict[str, str]:
         """The comparison as a self-contained HTML file, read as the signed-in reader."""
         metric = (metric or "").strip() or None
-        page = hardware_report(query, metric=metric, **_selection(project, runs, label, group_by))
+        chosen = _selection(project, runs, label, group_by)
+        page = hardware_report(
+            reads,
+            reader(),
+            metric=metric,
+            run_ids=chosen.run_ids,
+            project=chosen.project,
+            label=chosen.label,
+            group_by=chosen.group_by,
+        )
         return {"content": page, "filename": f"hardware-{metric or 'mismatch'}.html"}
 
     @app.callback(Output(ids.CMP_HARDWARE_LINK, "href"), Input(ids.CMP_RUNS, "value"))

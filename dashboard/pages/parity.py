@@ -11,21 +11,25 @@ sampling; later steps: after weight-update variants) are chosen one at a time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
+from dashboard.access import Reader
 from dashboard.components import DataTable
-from dashboard.figures.buckets import buckets_figure
-from dashboard.figures.exemplars import WORST_COLUMNS, probability_scatter, worst_rows
-from dashboard.query import QueryLike, dump
 from dashboard.urlstate import as_int, as_list
 from server.domain import urls
 from server.domain.metrics import LATEST
 from server.domain.parity import diff, flatten
+from server.domain.reads.runs import JsonObject
+from server.domain.reads.scope import ReadScope
+from server.domain.reads.series import BucketRow
+from server.figures.buckets import buckets_figure
+from server.figures.exemplars import WORST_COLUMNS, probability_scatter, worst_rows
+from server.services.reads import Reads
 
 REPORT_KEYS = ("engine", "trainer", "parity")
 """The top-level config keys of a parity report (its effective engine config and set-up)."""
@@ -64,15 +68,15 @@ class Report:
 
     id: str
     name: str
-    config: dict[str, Any]
+    config: JsonObject
     phases: dict[int, str]
-    latest: dict[str, float]
+    latest: Mapping[str, float]
     exemplars: list[dict[str, Any]] = field(default_factory=list)
-    buckets: list[dict[str, Any]] = field(default_factory=list)
+    buckets: list[BucketRow] = field(default_factory=list)
 
 
-def layout(query: QueryLike, params: dict[str, str], **_: Any) -> Any:
-    reports = query.list_runs(kind="parity", limit=500)
+def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
+    reports = reads.runs.list_runs(scope, kind="parity", limit=500)
     options = [{"label": f"{r.name} ({r.id})", "value": r.id} for r in reports]
     chosen = [r for r in as_list(params.get("runs")) if r in {o["value"] for o in options}]
     if not chosen and options:
@@ -163,7 +167,7 @@ def how_to_make_one() -> Any:
     )
 
 
-def register(app: Any, query: QueryLike, **_: Any) -> None:
+def register(app: Any, reads: Reads, reader: Reader) -> None:
     @app.callback(
         Output(ids.PAR_PHASE, "options"),
         Output(ids.PAR_PHASE, "value"),
@@ -171,7 +175,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         State(ids.PAR_PHASE, "value"),
     )
     def _phases(chosen: list[str] | None, current: int | None) -> Any:
-        reports = fetch(query, chosen or [], None)
+        reports = fetch(reads, reader(), chosen or [], None)
         if not reports:  # no phase to preselect: step 0 of nothing is not a phase
             return [], None
         names = phase_names(reports)
@@ -191,9 +195,10 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.PAR_PHASE, "value"),
     )
     def _draw(chosen: list[str] | None, step: int | None) -> Any:
-        reports = fetch(query, chosen or [], step or 0)
+        scope = reader()
+        reports = fetch(reads, scope, chosen or [], step or 0)
         drawn = view(reports, step or 0)
-        if not reports and not query.list_runs(kind="parity", limit=1):
+        if not reports and not reads.runs.list_runs(scope, kind="parity", limit=1):
             drawn = (None, *drawn[1:])  # the empty state above says what to run
         return (*drawn, SHOWN if reports else HIDDEN)
 
@@ -207,24 +212,27 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         return urls.parity_view(chosen or [], step=step or None).removeprefix(urls.PARITY)
 
 
-def fetch(query: QueryLike, run_ids: Sequence[str], step: int | None) -> list[Report]:
+def fetch(reads: Reads, scope: ReadScope, run_ids: Sequence[str], step: int | None) -> list[Report]:
     """Each chosen report's config, phases and latest values; with `step`, also its exemplars
     and bucket sums at that phase. Reports that vanished meanwhile are left out."""
-    configs = {c.id: c for c in query.run_configs(list(run_ids))}
+    configs = {c.id: c for c in reads.runs.run_configs(scope, list(run_ids))}
     reports = []
     for run_id in run_ids:
         if run_id not in configs:
             continue
-        detail = query.get_run(run_id)
-        phases = {a.step: a.text for a in detail.annotations if a.kind == PHASE_KIND}
-        report = Report(
-            run_id, detail.name, dict(configs[run_id].config), phases, dict(detail.latest)
-        )
+        detail = reads.runs.get_run(scope, run_id)
+        phases = {
+            a.step: a.text
+            for a in detail.annotations
+            if a.kind == PHASE_KIND and a.step is not None
+        }
+        report = Report(run_id, detail.name, configs[run_id].config, phases, detail.latest)
         if step is not None:
-            report.exemplars = dump(
-                query.exemplars(run_id, step_min=step, step_max=step, limit=EXEMPLAR_LIMIT)
+            found = reads.runs.exemplars(
+                scope, run_id, step_min=step, step_max=step, limit=EXEMPLAR_LIMIT
             )
-            report.buckets = dump(query.buckets([run_id], step_min=step, step_max=step))
+            report.exemplars = [asdict(e) for e in found]
+            report.buckets = reads.series.buckets(scope, [run_id], step_min=step, step_max=step)
         reports.append(report)
     return reports
 
@@ -251,7 +259,7 @@ def view(reports: Sequence[Report], step: int) -> tuple[Any, Any, Any, Any, Any,
         empty="No token exemplars stored at this phase "
         "(<b>mismatch parity --exemplars K</b> keeps K per phase; 0 keeps none).",
     )
-    bucket_rows = [{**b, "group": names[r.id]} for r in reports for b in r.buckets]
+    bucket_rows = [replace(b, group=names[r.id]) for r in reports for b in r.buckets]
     buckets = buckets_figure(
         bucket_rows,
         title="mismatch per probability bucket",
@@ -315,7 +323,7 @@ def config_diff(reports: Sequence[Report]) -> Any:
     return html.Div([heading, table])
 
 
-def _report_config(config: dict[str, Any]) -> dict[str, Any]:
+def _report_config(config: JsonObject) -> JsonObject:
     """The report-defining part of a config (engine, trainer, parity); all of it if none."""
     picked = {k: config[k] for k in REPORT_KEYS if k in config}
     return picked or config

@@ -12,7 +12,8 @@ step (one lookup) and only when it moved past the last step drawn reads the view
 most MAX_POINTS buckets per panel, however long the run — and redraws. Ticks never overlap: the
 interval fires once and each tick re-arms it when done. A zoom reads the visible range at full
 resolution; smoothing, scale and axis changes redraw from a fresh read; the CSV export reads the
-view at full precision when asked.
+view at full precision when asked. A redraw is one read of the read port (`run_view`): the last
+step, the panels' series, the annotations, GPU segments and alerts come back together.
 """
 
 from __future__ import annotations
@@ -25,29 +26,35 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from collectors._metric_map import CONFIG_KEY as METRIC_MAP_KEY
 from dashboard import ids
-from dashboard.figures.series import series_figure
-from dashboard.figures.text import ROLLUPS_ONLY
+from dashboard.access import Reader
 from dashboard.pages import run_attribution, run_data, run_exemplars
-from dashboard.pages.run_data import groups_for
-from dashboard.query import AlertsLike, QueryLike, dump
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
+from server.domain.reads.run_view import RunView
+from server.domain.reads.runs import JsonObject, RunDetail
+from server.domain.reads.scope import ReadScope
 from server.errors import Conflict, NotFound
+from server.figures.points import Note, points
+from server.figures.series import series_figure
+from server.figures.text import ROLLUPS_ONLY
+from server.services.reads import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 INLINE = {"display": "inline-block", "marginLeft": "12px"}
 MUTED = {"color": "#555", "marginBottom": "8px"}
 
 
-def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, **_: Any) -> Any:
+def layout(
+    reads: Reads, reader: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000
+) -> Any:
     run_id = params.get("run")
     if not run_id:
         return _message("No run selected", "Choose one on the runs page.")
     project = params.get("project") or None
-    scope = [project] if project else None
+    scope = reader.narrowed(project)
     try:
-        detail = query.get_run(run_id, projects=scope)
-        metrics = query.list_metrics(run_id, projects=scope)
+        detail = reads.runs.get_run(scope, run_id)
+        metrics = reads.runs.list_metrics(scope, run_id)
     except NotFound:
         return _message("Run not found", f"No run with id {run_id}.")
     except Conflict as exc:  # projects the reader sees share this id: let them choose
@@ -86,16 +93,21 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
             ),
             html.Div(id=ids.RUN_PANELS),
             run_attribution.section(
-                query, run_id, project=project, step_min=view.step_min, step_max=view.step_max
+                reads, scope, run_id, step_min=view.step_min, step_max=view.step_max
             ),
             run_exemplars.section(
-                query, run_id, project=project, step_min=view.step_min, step_max=view.step_max
+                reads,
+                scope,
+                run_id,
+                project=project,
+                step_min=view.step_min,
+                step_max=view.step_max,
             ),
             html.H4("Annotations"),
             html.Ul(
                 [
-                    html.Li(f"step {_or_dash(a['step'])} · {a['kind']} · {a['text']}")
-                    for a in _notes(detail)[-50:]
+                    html.Li(f"step {_or_dash(n.step)} · {n.kind} · {n.text}")
+                    for n in _notes(detail)[-50:]
                 ],
                 id=ids.RUN_ANNOTATIONS,
             ),
@@ -103,24 +115,22 @@ def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, *
     )
 
 
-def metric_map_line(config: Any) -> str | None:
+def metric_map_line(config: JsonObject) -> str | None:
     """The line naming the user's metric map ("metrics mapped by the user: a → b"); None where
     the run's config records none."""
-    mapping = config.get(METRIC_MAP_KEY) if isinstance(config, dict) else None
+    mapping = config.get(METRIC_MAP_KEY)
     if not isinstance(mapping, dict) or not mapping:
         return None
     return "metrics mapped by the user: " + ", ".join(f"{k} → {v}" for k, v in mapping.items())
 
 
-def _or_dash(value: Any) -> Any:
+def _or_dash(value: int | None) -> int | str:
     return "—" if value is None else value
 
 
-def _notes(detail: Any) -> list[dict[str, Any]]:
+def _notes(detail: RunDetail) -> list[Note]:
     """The run's annotations and its GPU changes, in step order (unstepped ones first)."""
-    switches = run_data.gpu_switch_notes(run_data.switched_segments(dump(detail.gpu_segments)))
-    notes = [dump(a) for a in detail.annotations] + switches
-    return sorted(notes, key=lambda n: (n["step"] is not None, n["step"] or 0))
+    return run_data.notes(detail.annotations, detail.gpu_segments)
 
 
 def _choose_project(run_id: str, error: Conflict) -> Any:
@@ -188,8 +198,8 @@ def _controls(params: dict[str, str], names: list[str]) -> Any:
     )
 
 
-def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **_: Any) -> None:
-    run_exemplars.register(app, query)
+def register(app: Any, reads: Reads, reader: Reader) -> None:
+    run_exemplars.register(app, reads, reader)
     # Zooms are filtered in the browser: a panel's resizes fire relayouts too, and a server
     # call for one would supersede (and so lose) the call for the zoom before it.
     app.clientside_callback(
@@ -206,8 +216,8 @@ def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **
         State(ids.RUN_VIEW, "data"),
         prevent_initial_call=True,
     )
-    def _tick(_: Any, view: dict[str, Any]) -> tuple[Any, int]:
-        return tick(query, run_data.View.from_dict(view)), 0  # 0 re-arms the one-shot timer
+    def _tick(_: int | None, view: run_data.ViewData) -> tuple[Any, int]:
+        return tick(reads, reader(), run_data.View.from_dict(view)), 0  # 0 re-arms the timer
 
     @app.callback(
         Output(ids.RUN_PANELS, "children"),
@@ -223,16 +233,16 @@ def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **
     )
     def _draw(
         extra: list[str] | None,
-        zoom: dict[str, Any],
-        _last: Any,
+        zoom: dict[str, int | None],
+        _last: int | None,
         smoothing: str,
         weight: float | None,
         yscale: str,
         x_axis: str,
-        view: dict[str, Any],
-    ) -> Any:
+        view: run_data.ViewData,
+    ) -> tuple[list[Any], run_data.ViewData]:
         style = Style(smoothing or "none", weight, yscale, x_axis)
-        return draw(query, alerts, extra or [], zoom, style, run_data.View.from_dict(view))
+        return draw(reads, reader(), extra or [], zoom, style, run_data.View.from_dict(view))
 
     app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
@@ -252,8 +262,10 @@ def register(app: Any, query: QueryLike, *, alerts: AlertsLike | None = None, **
         State(ids.RUN_VIEW, "data"),
         prevent_initial_call=True,
     )
-    def _download(_: Any, extra: list[str] | None, view: dict[str, Any]) -> dict[str, str]:
-        return download(query, extra or [], view)
+    def _download(
+        _: int | None, extra: list[str] | None, view: run_data.ViewData
+    ) -> dict[str, str]:
+        return download(reads, reader(), extra or [], view)
 
 
 # A panel's zoom as {step_min, step_max, max_points}; its reset as the whole run; anything else
@@ -287,63 +299,50 @@ class Style:
     x_axis: str
 
 
-def tick(query: QueryLike, view: run_data.View) -> Any:
+def tick(reads: Reads, reader: ReadScope, view: run_data.View) -> Any:
     """The run's last step when it moved past the last one drawn (then the panels redraw);
     nothing while zoomed in or while nothing is new."""
     if view.step_max is not None:
         return no_update
-    last = query.last_step(view.run, projects=view.scope)
+    last = reads.runs.last_step(view.scope(reader), view.run)
     if last is None or (view.drawn is not None and last <= view.drawn):
         return no_update
     return last
 
 
 def draw(
-    query: QueryLike,
-    alerts: AlertsLike | None,
+    reads: Reads,
+    reader: ReadScope,
     extra: list[str],
-    zoom: dict[str, Any],
+    zoom: dict[str, int | None],
     style: Style,
     view: run_data.View,
-) -> tuple[Any, Any]:
-    """(panels, view): the range zoomed to (all of the run when not zoomed), read afresh."""
+) -> tuple[list[Any], run_data.ViewData]:
+    """(panels, view): the range zoomed to (all of the run when not zoomed), read afresh in
+    one call; the view's `drawn` is the last step that read found."""
     view = replace(
         view,
         step_min=zoom.get("step_min"),
         step_max=zoom.get("step_max"),
         max_points=int(zoom.get("max_points") or run_data.MAX_POINTS),
-        # read first: a step landing meanwhile draws next tick
-        drawn=query.last_step(view.run, projects=view.scope),
     )
-    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra, view.scope))
-    return panels(query, alerts, view.run, data, extra, style, view.scope), view.as_dict()
+    found = run_data.fetch(reads, reader, view, extra)
+    if found is None:
+        return [], view.as_dict()
+    return panels(found, style), replace(view, drawn=found.last_step).as_dict()
 
 
-def wanted_metrics(
-    query: QueryLike, run_id: str, extra: list[str], scope: list[str] | None = None
-) -> list[str]:
-    available = {m.name for m in query.list_metrics(run_id, projects=scope)}
-    return [m for panel in groups_for(available, extra) for m in panel.metrics]
-
-
-def panels(
-    query: QueryLike,
-    alerts: AlertsLike | None,
-    run_id: str,
-    data: run_data.Series,
-    extra: list[str],
-    style: Style,
-    scope: list[str] | None = None,
-) -> list[Any]:
-    """One chart per panel there is data for."""
-    notes, segments = run_data.annotation_rows(query, run_id, scope)
-    marks = run_data.alert_marks(alerts, run_id, scope)
+def panels(found: RunView, style: Style) -> list[Any]:
+    """One chart per panel of the metrics the run logs (and the extra ones asked for)."""
+    notes = run_data.notes(found.annotations, found.gpu_segments)
+    segments = run_data.switched_segments(found.gpu_segments)
+    marks = run_data.alert_marks(found)
     return [
         _panel(
-            run_id,
+            found.run_id,
             panel.name,
             series_figure(
-                [(m, data.get(m, [])) for m in panel.metrics],
+                [(m, points(found.series.get(m))) for m in panel.metrics],
                 title=panel.title or panel.name,
                 subtitle=panel.subtitle,
                 log_y=panel.log if style.yscale == "auto" else style.yscale == "log",
@@ -355,7 +354,7 @@ def panels(
                 segments=segments,
             ),
         )
-        for panel in groups_for(set(data), extra)
+        for panel in found.panels
     ]
 
 
@@ -365,7 +364,7 @@ def sync_url(
     weight: float | None,
     yscale: str,
     x_axis: str,
-    view: dict[str, Any],
+    view: run_data.ViewData,
 ) -> str:
     """The view in the URL, so a pasted link opens the same view."""
     shown = {
@@ -379,14 +378,17 @@ def sync_url(
     return encode({**shown, "y": yscale, "x": x_axis, **zoom})
 
 
-def download(query: QueryLike, extra: list[str], view_data: dict[str, Any]) -> dict[str, str]:
+def download(
+    reads: Reads, reader: ReadScope, extra: list[str], view_data: run_data.ViewData
+) -> dict[str, str]:
     """The drawn view's buckets at full precision, read when asked."""
     view = run_data.View.from_dict(view_data)
-    data = run_data.fetch(query, view, wanted_metrics(query, view.run, extra, view.scope))
-    return {"content": run_data.series_csv(data), "filename": f"{view.run}-series.csv"}
+    found = run_data.fetch(reads, reader, view, extra)
+    content = run_data.series_csv(found) if found is not None else ""
+    return {"content": content, "filename": f"{view.run}-series.csv"}
 
 
-def _panel(run_id: str, name: str, figure: Any) -> Any:
+def _panel(run_id: str, name: str, figure: dict[str, Any]) -> Any:
     return dcc.Graph(
         id={"type": ids.PANEL, "index": name},
         figure=figure,

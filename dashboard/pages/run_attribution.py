@@ -10,15 +10,14 @@ makes); `mismatch diagnose` and the API's attribution include it.
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import Any
 
 from dash import html
 
 from dashboard import ids
-from dashboard.query import QueryLike
+from server.domain.reads.scope import ReadScope
 from server.schemas.attribution import AttributionOut
-from server.services.attribution import AttributionService
-from server.services.query import QueryService
+from server.services.reads import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 
@@ -27,18 +26,17 @@ CELL = {"padding": "2px 10px 2px 0", "verticalAlign": "top", "fontSize": "13px"}
 
 
 def section(
-    query: QueryLike,
+    reads: Reads,
+    scope: ReadScope,
     run_id: str,
     *,
-    project: str | None,
     step_min: int | None = None,
     step_max: int | None = None,
 ) -> Any:
     """The section, or None when the attribution could not be read (the page opens without)."""
-    scope = [project] if project else None
     try:
-        found = AttributionService(cast(QueryService, query)).attribution(
-            run_id, step_min=step_min, step_max=step_max, projects=scope, gpu=False
+        found = reads.attribution.attribution(
+            scope, run_id, step_min=step_min, step_max=step_max, gpu=False
         )
     except Exception:
         log.exception("could not attribute run %s", run_id)

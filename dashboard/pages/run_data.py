@@ -1,6 +1,6 @@
-"""The run page's data, apart from its layout: which panels to draw, what to fetch for a zoom
-or a live tick, and the CSV export. Plain functions over the query layer and dicts, so they are
-tested without a browser."""
+"""The run page's data, apart from its layout: the view the browser holds, the one read of a
+redraw (`fetch`), the panels' points, notes and marks, and the CSV export. Plain functions over
+the read port's `RunView`, so they are tested without a browser."""
 
 from __future__ import annotations
 
@@ -10,35 +10,23 @@ import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from dashboard.query import AlertsLike, QueryLike, dump
-from server.domain import signals
-from server.domain.metrics import Panel, run_panels
-from server.schemas.query import SeriesPointOut
+from server.domain.reads.run_view import RunView
+from server.domain.reads.runs import Annotation, GpuSegment
+from server.domain.reads.scope import ReadScope
+from server.figures.points import Mark, Note
+from server.services.reads import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 
 MAX_POINTS = 600  # a half-width panel is about 600 px wide: a bucket per pixel
 ZOOM_POINTS = 2000
-CSV_FIELDS = tuple(SeriesPointOut.model_fields)  # a step bucket, as the API returns it
-Series = dict[str, list[dict[str, Any]]]
-
-
-def groups_for(available: set[str], extra: list[str]) -> list[Panel]:
-    """The run page's panels: the run's mismatch signals first, then every canonical panel it
-    has data for (`run_panels`), then one panel per extra metric asked for (a mismatch signal
-    titled with its name and meaning)."""
-    chosen = run_panels(available)
-    known = {m for panel in chosen for m in panel.metrics}
-    for m in extra:
-        if m in available and m not in known:
-            signal = signals.BY_METRIC.get(m)
-            chosen.append(
-                Panel(m, (m,)) if signal is None else Panel(m, (m,), signal.label, signal.meaning)
-            )
-            known.add(m)
-    return chosen
+CSV_FIELDS = (  # a step bucket, as the API returns it
+    *("step", "step_end", "time", "min", "max", "mean", "last"),
+    *("count", "nan", "pos_inf", "neg_inf"),
+)
+ViewData = dict[str, str | int | None]
+"""A `View` as the browser holds it (a `dcc.Store`)."""
 
 
 @dataclass(frozen=True)
@@ -53,45 +41,47 @@ class View:
     drawn: int | None = None
     project: str | None = None  # given when projects the reader sees share the run's id
 
-    @property
-    def scope(self) -> list[str] | None:
-        """The projects to look for the run in (None: the reader's)."""
-        return [self.project] if self.project else None
+    def scope(self, reader: ReadScope) -> ReadScope:
+        """Where to look for the run: the reader's projects, narrowed to the view's project."""
+        return reader.narrowed(self.project)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ViewData:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> View:
+    def from_dict(cls, data: Mapping[str, object]) -> View:
         return cls(
             str(data["run"]),
-            data.get("step_min"),
-            data.get("step_max"),
-            int(data.get("max_points") or MAX_POINTS),
-            data.get("drawn"),
-            data.get("project"),
+            _int(data.get("step_min")),
+            _int(data.get("step_max")),
+            _int(data.get("max_points")) or MAX_POINTS,
+            _int(data.get("drawn")),
+            str(data["project"]) if data.get("project") else None,
         )
 
 
-def fetch(query: QueryLike, view: View, metrics: list[str]) -> Series:
-    """Each metric's step buckets, in one read; a run that cannot be read is drawn empty (and
-    logged)."""
+def _int(value: object) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def fetch(reads: Reads, reader: ReadScope, view: View, extra: Sequence[str]) -> RunView | None:
+    """Everything a redraw of the view draws, in one read; None (and the log says why) when
+    the run cannot be read."""
     try:
-        found = query.run_series(
+        return reads.run_views.run_view(
+            view.scope(reader),
             view.run,
-            metrics,
+            extra=extra,
             step_min=view.step_min,
             step_max=view.step_max,
             max_points=view.max_points,
-            projects=view.scope,
         )
     except Exception:
-        log.exception("could not read the series of run %s", view.run)
-        return {m: [] for m in metrics}
-    return {m: dump(found[m].points) if m in found else [] for m in metrics}
+        log.exception("could not read run %s", view.run)
+        return None
 
 
-def zoom_of(view: View) -> dict[str, Any]:
+def zoom_of(view: View) -> dict[str, int | None]:
     """The zoom store of a view opened from a link: its range, at zoom resolution if any."""
     zoomed = view.step_min is not None or view.step_max is not None
     return {
@@ -101,60 +91,45 @@ def zoom_of(view: View) -> dict[str, Any]:
     }
 
 
-def series_csv(data: Series) -> str:
+def series_csv(found: RunView) -> str:
     """Every drawn metric's step buckets as CSV, at full precision."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["metric", *CSV_FIELDS])
-    for metric, points in sorted(data.items()):
-        for p in points:
-            writer.writerow([metric, *(p.get(f) for f in CSV_FIELDS)])
+    for metric, series in sorted(found.series.items()):
+        for p in series.points:
+            writer.writerow([metric, *(getattr(p, f) for f in CSV_FIELDS)])
     return buffer.getvalue()
 
 
-def alert_marks(
-    alerts: AlertsLike | None, run_id: str, scope: list[str] | None = None
-) -> list[dict[str, Any]]:
-    if alerts is None:
-        return []
-    try:
-        found = alerts.markers(run_id, projects=scope)
-    except Exception:
-        log.exception("could not read the alerts of run %s", run_id)
-        return []
-    return [{"step": a.step, "rule": a.rule_name, "state": a.state} for a in found]
+def alert_marks(found: RunView) -> list[Mark]:
+    return [Mark(a.step, a.rule_name, a.state) for a in found.alerts]
 
 
-def switched_segments(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def switched_segments(segments: Sequence[GpuSegment]) -> list[GpuSegment]:
     """The GPU segments worth drawing: those of the first source (by name) whose GPU type
     changed during the run; none when every source kept one GPU type."""
-    for source in sorted({s["source"] for s in segments}):
-        mine = [s for s in segments if s["source"] == source]
+    for source in sorted({s.source for s in segments}):
+        mine = [s for s in segments if s.source == source]
         if len(mine) > 1:
             return mine
     return []
 
 
-def gpu_switch_notes(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def gpu_switch_notes(segments: Sequence[GpuSegment]) -> list[Note]:
     """One annotation per change of GPU type: "GPU: A → B at step s"."""
     return [
-        {
-            "step": after["first_step"],
-            "kind": "gpu_change",
-            "text": f"GPU: {before['gpu']} → {after['gpu']} at step {after['first_step']}",
-        }
+        Note(
+            after.first_step,
+            "gpu_change",
+            f"GPU: {before.gpu} → {after.gpu} at step {after.first_step}",
+        )
         for before, after in itertools.pairwise(segments)
     ]
 
 
-def annotation_rows(
-    query: QueryLike, run_id: str, scope: list[str] | None = None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The run's annotations (its GPU changes among them) and the GPU segments to shade."""
-    try:
-        detail = query.get_run(run_id, projects=scope)
-    except Exception:
-        log.exception("could not read the annotations of run %s", run_id)
-        return [], []
-    segments = switched_segments(dump(detail.gpu_segments))
-    return [dump(a) for a in detail.annotations] + gpu_switch_notes(segments), segments
+def notes(annotations: Sequence[Annotation], segments: Sequence[GpuSegment]) -> list[Note]:
+    """The run's annotations and its GPU changes, in step order (unstepped ones first)."""
+    found = [Note(a.step, a.kind, a.text) for a in annotations]
+    found += gpu_switch_notes(switched_segments(segments))
+    return sorted(found, key=lambda n: (n.step is not None, n.step or 0))

@@ -8,14 +8,17 @@ so the run page's other parts change without touching this one.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
+from dashboard.access import Reader
 from dashboard.components import DataTable
-from dashboard.figures.exemplars import WORST_COLUMNS, probability_scatter, worst_rows
-from dashboard.query import QueryLike, dump
+from server.domain.reads.scope import ReadScope
+from server.figures.exemplars import WORST_COLUMNS, probability_scatter, worst_rows
+from server.services.reads import Reads
 
 LIMIT = 5000
 """Exemplars read for one view: the worst of the range (reads rank by |d|)."""
@@ -23,16 +26,17 @@ INPUT = {"width": "110px", "marginRight": "12px"}
 
 
 def section(
-    query: QueryLike,
+    reads: Reads,
+    scope: ReadScope,
     run_id: str,
     *,
     project: str | None,
     step_min: int | None = None,
     step_max: int | None = None,
 ) -> Any:
-    """The section, or None when the run has no exemplars (one row is read to know)."""
-    scope = [project] if project else None
-    if not query.exemplars(run_id, limit=1, projects=scope):
+    """The section, or None when the run has no exemplars (one row is read to know); `scope`
+    is the reader's, narrowed to `project` when the page was opened for one."""
+    if not reads.runs.exemplars(scope, run_id, limit=1):
         return None
     return html.Div(
         [
@@ -61,7 +65,7 @@ def section(
     )
 
 
-def register(app: Any, query: QueryLike, **_: Any) -> None:
+def register(app: Any, reads: Reads, reader: Reader) -> None:
     @app.callback(
         Output(ids.RUN_EX_SCATTER, "figure"),
         Output(ids.RUN_EX_TABLE, "data"),
@@ -69,36 +73,35 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         Input(ids.RUN_EX_STEP_MAX, "value"),
         State(ids.RUN_EX_RUN, "data"),
     )
-    def _draw(lo: int | None, hi: int | None, run: dict[str, Any]) -> Any:
-        return view(query, run["run"], run.get("project"), lo, hi)
+    def _draw(lo: object, hi: object, run: dict[str, str | None]) -> Any:
+        scope = reader().narrowed(run.get("project"))
+        return view(reads, scope, str(run["run"]), lo, hi)
 
 
 def view(
-    query: QueryLike, run_id: str, project: str | None, lo: int | None, hi: int | None
+    reads: Reads, scope: ReadScope, run_id: str, lo: object, hi: object
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """The scatter and the worst-token rows of the run's exemplars over steps [lo, hi]."""
-    lo, hi = _step(lo), _step(hi)
-    if lo is not None and hi is not None and lo > hi:
-        lo, hi = hi, lo
-    rows = dump(
-        query.exemplars(
-            run_id,
-            step_min=lo,
-            step_max=hi,
-            limit=LIMIT,
-            projects=[project] if project else None,
-        )
-    )
-    span = f"steps {lo if lo is not None else 'first'}–{hi if hi is not None else 'last'}"
+    """The scatter and the worst-token rows of the run's exemplars over steps [lo, hi] (as
+    typed into the boxes: anything but a step reads as none)."""
+    first, last = _step(lo), _step(hi)
+    if first is not None and last is not None and first > last:
+        first, last = last, first
+    rows = [
+        asdict(e)
+        for e in reads.runs.exemplars(scope, run_id, step_min=first, step_max=last, limit=LIMIT)
+    ]
+    span = f"steps {first if first is not None else 'first'}–{last if last is not None else 'last'}"
     figure = probability_scatter(
         [(f"{run_id}", rows)], title=f"trainer vs rollout probability per token · {span}"
     )
     return figure, worst_rows(rows, limit=200)
 
 
-def _step(value: Any) -> int | None:
+def _step(value: object) -> int | None:
     """A step typed into a box as a step the API takes: whole, within 0 … 2**53; else none."""
+    if not isinstance(value, (int, float, str)):
+        return None
     try:
-        return None if value is None else min(max(int(value), 0), 2**53)
-    except (TypeError, ValueError, OverflowError):
+        return min(max(int(value), 0), 2**53)
+    except (ValueError, OverflowError):
         return None

@@ -19,13 +19,15 @@ from typing import Any
 from dash import Input, Output, State, callback_context, dcc, html, no_update
 
 from dashboard import ids
+from dashboard.access import Reader
 from dashboard.components import DataTable
 from dashboard.pages import runs_data
 from dashboard.pages.runs_data import Filters
-from dashboard.query import QueryLike
 from dashboard.urlstate import encode
 from server.domain import urls
+from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
+from server.services.reads import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 
@@ -54,11 +56,11 @@ RESTARTS = {
 }
 
 
-def layout(query: QueryLike, params: dict[str, str], *, poll_ms: int = 10_000, **_: Any) -> Any:
+def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
     return html.Div(
         [
             html.H2("Runs"),
-            _filters(query.projects(), params),
+            _filters(reads.runs.projects(scope), params),
             html.Div(
                 [
                     html.Span("loading runs…", id=ids.RUNS_STATUS),
@@ -151,8 +153,9 @@ def _table() -> Any:
 
 
 def load(
-    query: QueryLike,
-    trigger: Any,
+    reads: Reads,
+    scope: ReadScope,
+    trigger: str | None,
     filters: Filters,
     page: int,
     sort_by: list[dict[str, str]] | None,
@@ -165,10 +168,14 @@ def load(
     if trigger in RESTARTS:  # another list: page through it from its first page
         cursors, page = [None], 0
     try:
-        now = query.runs_version(**filters.kwargs())
+        now = reads.runs.runs_version(
+            scope, project=filters.project, label=filters.label, text=filters.text
+        )
         if trigger == POLL and now == version:
             return (no_update,) * 6 + (rearm, no_update)
-        found, cursors = runs_data.fetch_page(query, filters, sort_by, page, cursors or [None])
+        found, cursors = runs_data.fetch_page(
+            reads, scope, filters, sort_by, page, cursors or [None]
+        )
     except Rejected as exc:
         message = f"filter: {exc.message}"
         return (no_update, no_update, message, no_update, None, no_update, rearm, no_update)
@@ -184,7 +191,7 @@ def load(
             rearm,
             no_update,
         )
-    rows = [runs_data.row(s) for s in found.data]
+    rows = [runs_data.row(s) for s in found.runs]
     status = f"{found.total} runs" if found.total else "no runs yet"
     return (
         rows,
@@ -194,11 +201,11 @@ def load(
         now,
         [r["id"] for r in rows],
         rearm,
-        runs_data.tooltips(found.data),
+        runs_data.tooltips(found.runs),
     )
 
 
-def register(app: Any, query: QueryLike, **_: Any) -> None:
+def register(app: Any, reads: Reads, reader: Reader) -> None:
     @app.callback(
         Output(ids.RUNS_TABLE, "data"),
         Output(ids.RUNS_TABLE, "page_count"),
@@ -230,7 +237,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
     ) -> tuple[Any, ...]:
         trigger = callback_context.triggered[0]["prop_id"] if callback_context.triggered else None
         filters = Filters(project or None, label or None, text or None)
-        return load(query, trigger, filters, page or 0, sort_by, cursors, version)
+        return load(reads, reader(), trigger, filters, page or 0, sort_by, cursors, version)
 
     @app.callback(
         Output(ids.RUNS_TABLE, "data", allow_duplicate=True),
@@ -242,7 +249,7 @@ def register(app: Any, query: QueryLike, **_: Any) -> None:
         if not run_ids or not rows:
             return no_update
         try:
-            found = query.trends(run_ids, points=30)  # each run's headline signal
+            found = reads.runs.trends(reader(), run_ids, points=30)  # each one's headline
         except Exception:
             log.exception("could not read the trends")
             found = {}

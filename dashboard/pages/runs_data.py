@@ -4,11 +4,15 @@ the cursors that page through the list. Plain functions over the query layer."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dashboard.figures.text import sparkline
-from dashboard.query import QueryLike
+from server.domain.names import RunSort
+from server.domain.reads.runs import Headline, RunPage, RunSummary
+from server.domain.reads.scope import ReadScope
+from server.figures.text import sparkline
+from server.services.reads import Reads
 
 PAGE_SIZE = 50
 LOADING = "…"  # the trend cell until the trends arrive
@@ -16,7 +20,12 @@ LOADING = "…"  # the trend cell until the trends arrive
 # table column → the server's sort
 # The mismatch column sorts by each run's headline signal on the vllm-kl family's k3 scale
 # (`server.storage.heads.headline_heads`): the same order as the values within one signal.
-SORTABLE = {"name": "name", "mismatch": "k3", "alarms": "alarms", "status": "activity"}
+SORTABLE: dict[str, RunSort] = {
+    "name": "name",
+    "mismatch": "k3",
+    "alarms": "alarms",
+    "status": "activity",
+}
 
 
 @dataclass(frozen=True)
@@ -24,9 +33,6 @@ class Filters:
     project: str | None = None
     label: str | None = None
     text: str | None = None
-
-    def kwargs(self) -> dict[str, str | None]:
-        return {"project": self.project, "label": self.label, "text": self.text}
 
 
 def fmt(value: float | None) -> str:
@@ -39,7 +45,7 @@ def fmt(value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def row(summary: Any) -> dict[str, Any]:
+def row(summary: RunSummary) -> dict[str, Any]:
     """A run summary as a table row (its trend comes later)."""
     return {
         "id": summary.id,
@@ -55,7 +61,7 @@ def row(summary: Any) -> dict[str, Any]:
     }
 
 
-def mismatch_cell(headline: Any) -> str:
+def mismatch_cell(headline: Headline | None) -> str:
     """A run's headline signal as its value and short name ("0.27 mean |logp diff|"); empty
     for a run that logs none."""
     if headline is None:
@@ -63,7 +69,7 @@ def mismatch_cell(headline: Any) -> str:
     return f"{fmt(headline.value)} {headline.label}"
 
 
-def tooltips(summaries: list[Any]) -> list[dict[str, Any]]:
+def tooltips(summaries: Sequence[RunSummary]) -> list[dict[str, Any]]:
     """Per row, the mismatch cell's tooltip: the signal's name, metric and meaning."""
     return [
         {"mismatch": {"value": _meaning(s.headline), "type": "text"}} if s.headline else {}
@@ -71,11 +77,11 @@ def tooltips(summaries: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _meaning(headline: Any) -> str:
+def _meaning(headline: Headline) -> str:
     return f"{headline.label} ({headline.metric}): {headline.meaning}"
 
 
-def sort_of(sort_by: list[dict[str, str]] | None) -> tuple[str, bool]:
+def sort_of(sort_by: list[dict[str, str]] | None) -> tuple[RunSort, bool]:
     """(server sort, descending) for the table's sort; last activity, newest first, by default."""
     for item in sort_by or []:
         if item.get("column_id") in SORTABLE:
@@ -84,20 +90,24 @@ def sort_of(sort_by: list[dict[str, str]] | None) -> tuple[str, bool]:
 
 
 def fetch_page(
-    query: QueryLike,
+    reads: Reads,
+    scope: ReadScope,
     filters: Filters,
     sort_by: list[dict[str, str]] | None,
     page: int,
     cursors: list[str | None],
-) -> tuple[Any, list[str | None]]:
+) -> tuple[RunPage, list[str | None]]:
     """Page `page` of the list, and the cursors known so far (cursor i opens page i; walking
     forward from the last known one when the user jumps ahead)."""
     sort, descending = sort_of(sort_by)
     known = list(cursors) or [None]
     index = min(page, len(known) - 1)
     while True:
-        found = query.runs_page(
-            **filters.kwargs(),
+        found = reads.runs.runs_page(
+            scope,
+            project=filters.project,
+            label=filters.label,
+            text=filters.text,
             sort=sort,
             descending=descending,
             cursor=known[index],

@@ -16,8 +16,8 @@ from typing import Any
 
 from server.domain import parity, signals, urls
 from server.domain.alarms import Alert, ConfigDifference, Diagnosis, Rule
+from server.domain.reads.scope import ReadScope
 from server.services.attribution import AttributionService, cause_line
-from server.services.query import QueryService
 from server.storage import references, runs, stored_steps
 from server.storage.db import Database
 
@@ -54,11 +54,11 @@ class Diagnostician:
         """The attribution's top hypothesis over the steps up to the alert's, in one line; ""
         when it cannot be made (the diagnosis goes out without it)."""
         try:
-            found = AttributionService(QueryService(self._db), self._db).attribution(
+            found = AttributionService.over(self._db).attribution(
+                ReadScope.of([alert.project]),
                 alert.run_id,
                 step_min=max(alert.step - CAUSE_WINDOW, 0),
                 step_max=alert.step,
-                projects=[alert.project],
                 gpu=False,
             )
         except Exception:

@@ -10,10 +10,11 @@ from server.alarms.wiring import Alarms
 from server.api.callers import AUTHENTICATED
 from server.auth import Principal
 from server.container import Services
+from server.domain.reads.scope import ReadScope
 from server.errors import NotFound
 from server.identity.changes import Changes
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.services.tokens import TokenService, require_scope
 
 
@@ -25,8 +26,8 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_query(services: ServicesDep) -> QueryService:
-    return services.query
+def get_reads(services: ServicesDep) -> Reads:
+    return services.reads
 
 
 def get_ingest(services: ServicesDep) -> IngestService:
@@ -90,7 +91,7 @@ def get_scope(
     return principal.narrowed(project)
 
 
-QueryDep = Annotated[QueryService, Depends(get_query)]
+ReadsDep = Annotated[Reads, Depends(get_reads)]
 IngestDep = Annotated[IngestService, Depends(get_ingest)]
 TokensDep = Annotated[TokenService, Depends(get_tokens)]
 AlarmsDep = Annotated[Alarms, Depends(get_alarms)]
@@ -99,3 +100,11 @@ PrincipalDep = Annotated[Principal, Depends(get_principal)]
 ReaderDep = Annotated[Principal, Depends(get_reader)]
 AdminDep = Annotated[Principal, Depends(get_admin)]
 ScopeDep = Annotated[list[str] | None, Depends(get_scope)]
+
+
+def get_read_scope(projects: ScopeDep) -> ReadScope:
+    """`get_scope` as the read services take it."""
+    return ReadScope.of(projects)
+
+
+ReadScopeDep = Annotated[ReadScope, Depends(get_read_scope)]

@@ -20,11 +20,14 @@ from server.analysis.attribution import Attribution, Hypothesis, Trace, attribut
 from server.analysis.attribution_checks import Bucket, GpuContrast
 from server.deadlines import Deadline
 from server.domain import parity, signals
+from server.domain.reads.hardware import HardwareComparison
+from server.domain.reads.scope import ReadScope
+from server.domain.reads.series import Series
 from server.errors import MonitorError, Unavailable
 from server.schemas.attribution import AttributionOut, CheckOut, ConfigNoteOut, HypothesisOut
-from server.schemas.hardware import HardwareComparisonOut
-from server.schemas.query import SeriesOut
-from server.services.query import QueryService, check_range
+from server.services.hardware_reads import HardwareReads
+from server.services.query import SeriesQueries, check_range
+from server.services.runs_query import RunQueries
 from server.storage import runs
 from server.storage import tables as t
 from server.storage.db import Database
@@ -39,7 +42,7 @@ CONTEXT += ("rollout_clip_rate", "mis_token_rate", "tis_token_rate")
 LAST = frozenset({"weight_version"})  # read as a bucket's last value, not its mean
 
 
-def _values(series: SeriesOut) -> dict[int, float]:
+def _values(series: Series) -> dict[int, float]:
     use_last = series.metric in LAST
     out: dict[int, float] = {}
     for point in series.points:
@@ -50,7 +53,7 @@ def _values(series: SeriesOut) -> dict[int, float]:
 
 
 def _contrast(
-    comparison: HardwareComparisonOut, run_id: str, gpus: Sequence[str]
+    comparison: HardwareComparison, run_id: str, gpus: Sequence[str]
 ) -> GpuContrast | None:
     """The pair of the run's group that sets its GPU type furthest above another's."""
     best: GpuContrast | None = None
@@ -97,7 +100,7 @@ def first_steps(
     return {int(step): float(version) for version, step in rows}
 
 
-def _onto_buckets(versions: dict[int, float], signal: SeriesOut | None) -> dict[int, float]:
+def _onto_buckets(versions: dict[int, float], signal: Series | None) -> dict[int, float]:
     """Version changes keyed by the first step of the signal's bucket that holds them, when a
     long run was read in step buckets: the update checks compare buckets then."""
     if signal is None or not signal.downsampled:
@@ -113,20 +116,34 @@ def _onto_buckets(versions: dict[int, float], signal: SeriesOut | None) -> dict[
 
 
 class AttributionService:
-    """`db`, when given, adds the weight versions the run's records carry, for runs that log
-    them with their records rather than as a `weight_version` metric."""
+    """Reads through the runs, series and hardware read services; `db`, when given, adds the
+    weight versions the run's records carry, for runs that log them with their records rather
+    than as a `weight_version` metric."""
 
-    def __init__(self, query: QueryService, db: Database | None = None) -> None:
-        self._query = query
+    def __init__(
+        self,
+        runs: RunQueries,
+        series: SeriesQueries,
+        hardware: HardwareReads,
+        db: Database | None = None,
+    ) -> None:
+        self._runs = runs
+        self._series = series
+        self._hardware = hardware
         self._db = db
+
+    @classmethod
+    def over(cls, db: Database) -> AttributionService:
+        """The service over a database, with read services of its own."""
+        return cls(RunQueries(db), SeriesQueries(db), HardwareReads(db), db)
 
     def attribution(
         self,
+        scope: ReadScope,
         run_id: str,
         *,
         step_min: int | None = None,
         step_max: int | None = None,
-        projects: Sequence[str] | None = None,
         deadline: Deadline | None = None,
         gpu: bool = True,
     ) -> AttributionOut:
@@ -134,30 +151,23 @@ class AttributionService:
         False skips the GPU contrast (a project-wide bootstrap), as an alert's diagnosis does."""
         check_range(step_min, step_max, 1)
         deadline = deadline or Deadline.unbounded()
-        detail = self._query.get_run(run_id, projects=projects)
-        present = {m.name for m in self._query.list_metrics(run_id, projects=projects)}
+        detail = self._runs.get_run(scope, run_id)
+        present = {m.name for m in self._runs.list_metrics(scope, run_id)}
         headline = signals.headline(present)
         wanted = [m for m in dict.fromkeys(_signal_names(headline) + list(CONTEXT)) if m in present]
         deadline.check()
         found = (
-            self._query.run_series(
-                run_id,
-                wanted,
-                step_min=step_min,
-                step_max=step_max,
-                max_points=MAX_POINTS,
-                projects=projects,
+            self._series.run_series(
+                scope, run_id, wanted, step_min=step_min, step_max=step_max, max_points=MAX_POINTS
             )
             if wanted
             else {}
         )
         deadline.check()
-        rows = self._query.buckets(
-            [run_id], step_min=step_min, step_max=step_max, projects=projects
-        )
+        rows = self._series.buckets(scope, [run_id], step_min=step_min, step_max=step_max)
         buckets = [Bucket(r.lo, r.hi, r.tokens, r.sum_k3) for r in rows if r.group == "all"]
         contrast = (
-            self._gpu(run_id, detail.project, headline, detail.gpus, projects, deadline)
+            self._gpu(scope, run_id, detail.project, headline, detail.gpus, deadline)
             if gpu
             else None
         )
@@ -178,22 +188,18 @@ class AttributionService:
 
     def _gpu(
         self,
+        scope: ReadScope,
         run_id: str,
         project: str,
         headline: signals.Signal | None,
         gpus: Sequence[str],
-        projects: Sequence[str] | None,
         deadline: Deadline,
     ) -> GpuContrast | None:
         if headline is None or not gpus:
             return None
         try:
-            comparison = self._query.hardware_comparison(
-                metric=headline.metric,
-                project=project,
-                n_boot=N_BOOT,
-                projects=projects,
-                deadline=deadline,
+            comparison = self._hardware.comparison(
+                scope, metric=headline.metric, project=project, n_boot=N_BOOT, deadline=deadline
             )
         except Unavailable:  # the deadline passed: not a missing contrast
             raise

@@ -1,28 +1,36 @@
-"""The query layer: the one way the API routes and the dashboard read stored data.
+"""The series read service: downsampled series (one, an overlay, a run page's grid), and the
+token-probability bucket sums and heatmap cells.
 
-Returns the `…Out` models of `server/schemas/query.py`. Access control (which projects a caller
-may read) is passed in as `projects`; None means every project. Runs, summaries and trends are
-in `runs_query.py`, hardware in `hardware_query.py`; the series and bucket reads here.
+Every read takes the reader's `ReadScope` first and returns read-models
+(`server.domain.reads.series`); a series' points come as storage reads them (tuples in its
+column order), so a read of thousands of buckets builds no object per bucket.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from sqlalchemy.engine import Connection
+
+from server.domain.reads.scope import ReadScope
+from server.domain.reads.series import BucketGroup, BucketRow, BucketStep, Series, SeriesPoint
 from server.errors import Rejected
-from server.schemas.query import BucketRowOut, BucketStepOut, SeriesOut
-from server.services.hardware_query import HardwareQueries
+from server.services.run_lookup import find, find_all
 from server.storage import aggregates, series
-from server.storage.aggregates import GroupBy
+from server.storage.db import Database
 
 MAX_POINTS_LIMIT = 100_000
 MAX_GRID = 200  # series in one overlay or run-page read
 
 
-class QueryService(HardwareQueries):
-    # -- series -----------------------------------------------------------------------------
+class SeriesQueries:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
     def series(
         self,
+        scope: ReadScope,
         run_id: str,
         metric: str,
         *,
@@ -32,44 +40,37 @@ class QueryService(HardwareQueries):
         step_max: int | None = None,
         max_points: int = 1000,
         bucket_steps: int | None = None,
-        projects: Sequence[str] | None = None,
-    ) -> SeriesOut:
+    ) -> Series:
         check_range(step_min, step_max, max_points, bucket_steps)
         with self._db.read() as conn:
-            row = self._run(conn, run_id, projects)
+            row = find(conn, run_id, scope.projects)
             source, heads = series.find(conn, row.pk, metric, source, actor)
             wanted = series.Wanted(
                 row.pk, source, heads, step_min, step_max, max_points, bucket_steps
             )
             result = series.read(conn, [wanted])[0]
-        return _series_out(run_id, metric, source, actor, step_min, step_max, result)
+        return series_of(run_id, metric, source, actor, step_min, step_max, result)
 
     def run_series(
         self,
+        scope: ReadScope,
         run_id: str,
         metrics: Sequence[str],
         *,
         step_min: int | None = None,
         step_max: int | None = None,
         max_points: int = 1000,
-        bucket_steps: int | None = None,
-        projects: Sequence[str] | None = None,
-    ) -> dict[str, SeriesOut]:
-        """Several metrics of one run (each from its trainer side when it has one): what a run
-        page draws; the metrics the run lacks are left out."""
+    ) -> dict[str, Series]:
+        """Several metrics of one run (each from its trainer side when it has one); the
+        metrics the run lacks are left out."""
         found = self.series_grid(
-            [run_id],
-            metrics,
-            step_min=step_min,
-            step_max=step_max,
-            max_points=max_points,
-            bucket_steps=bucket_steps,
-            projects=projects,
+            scope, [run_id], metrics, step_min=step_min, step_max=step_max, max_points=max_points
         )
         return {s.metric: s for s in found if s.source is not None}
 
     def series_grid(
         self,
+        scope: ReadScope,
         run_ids: Sequence[str],
         metrics: Sequence[str],
         *,
@@ -78,8 +79,7 @@ class QueryService(HardwareQueries):
         step_max: int | None = None,
         max_points: int = 1000,
         bucket_steps: int | None = None,
-        projects: Sequence[str] | None = None,
-    ) -> list[SeriesOut]:
+    ) -> list[Series]:
         """Each run's series of each metric, run by run in the order asked (an overlay is many
         runs × one metric, a run page one run × many), on one connection with one lookup of
         each run's series; a metric a run lacks comes back empty."""
@@ -89,36 +89,24 @@ class QueryService(HardwareQueries):
             raise Rejected(f"at most {MAX_GRID} series at once (runs × metrics)")
         check_range(step_min, step_max, max_points, bucket_steps)
         with self._db.read() as conn:
-            rows = self._runs(conn, run_ids, projects)
-            found = series.find_many(conn, [r.pk for r in rows], metrics, source)
-            grid = [
-                (row, m, *found.get((row.pk, m), (source, []))) for row in rows for m in metrics
-            ]
-            wanted = [
-                series.Wanted(row.pk, side, heads, step_min, step_max, max_points, bucket_steps)
-                for row, _, side, heads in grid
-            ]
-            results = series.read(conn, wanted)
-        out = [
-            _series_out(row.id, metric, side, None, step_min, step_max, result)
-            for (row, metric, side, _), result in zip(grid, results, strict=True)
-        ]
-        return out
+            rows = find_all(conn, run_ids, scope.projects)
+            return read_grid(
+                conn, rows, metrics, source, step_min, step_max, max_points, bucket_steps
+            )
 
-    # -- buckets and hardware ---------------------------------------------------------------
     def buckets(
         self,
+        scope: ReadScope,
         run_ids: Sequence[str],
         *,
         step_min: int | None = None,
         step_max: int | None = None,
-        group_by: GroupBy = "none",
+        group_by: BucketGroup = "none",
         basis: str = "rollout",
-        projects: Sequence[str] | None = None,
-    ) -> list[BucketRowOut]:
+    ) -> list[BucketRow]:
         check_range(step_min, step_max, 1)
         with self._db.read() as conn:
-            found = [self._run(conn, run_id, projects) for run_id in run_ids]
+            found = [find(conn, run_id, scope.projects) for run_id in run_ids]
             rows = aggregates.bucket_totals(
                 conn,
                 run_pks=[r.pk for r in found],
@@ -128,24 +116,21 @@ class QueryService(HardwareQueries):
                 group_by=group_by,
                 basis=basis,
             )
-        return [
-            BucketRowOut.model_validate({**r._mapping, "group": str(r.grp), "basis": basis})
-            for r in rows
-        ]
+        return [_bucket_row(r._mapping, basis) for r in rows]
 
     def bucket_steps(
         self,
+        scope: ReadScope,
         run_id: str,
         *,
         step_min: int | None = None,
         step_max: int | None = None,
         basis: str = "rollout",
         max_points: int = 200,
-        projects: Sequence[str] | None = None,
-    ) -> list[BucketStepOut]:
+    ) -> list[BucketStep]:
         check_range(step_min, step_max, max_points)
         with self._db.read() as conn:
-            row = self._run(conn, run_id, projects)
+            row = find(conn, run_id, scope.projects)
             rows = aggregates.bucket_blocks(
                 conn,
                 run_pk=row.pk,
@@ -155,7 +140,7 @@ class QueryService(HardwareQueries):
                 max_points=max_points,
                 dropped=row.raw_dropped_at is not None,
             )
-        return [BucketStepOut.model_validate(r._mapping) for r in rows]
+        return [_bucket_step(r._mapping) for r in rows]
 
 
 def check_range(
@@ -169,7 +154,63 @@ def check_range(
         raise Rejected("bucket_steps must be a positive number of steps")
 
 
-def _series_out(
+def _bucket_row(r: Mapping[str, Any], basis: str) -> BucketRow:
+    """A row of bucket sums (PostgreSQL sums as decimals: taken as floats and ints)."""
+    return BucketRow(
+        group=str(r["grp"]),
+        basis=basis,
+        lo=float(r["lo"]),
+        hi=float(r["hi"]),
+        tokens=float(r["tokens"]),
+        sum_d=float(r["sum_d"]),
+        sum_abs_d=float(r["sum_abs_d"]),
+        sum_k3=float(r["sum_k3"]),
+        sum_reverse_k3=float(r["sum_reverse_k3"]),
+        oob=float(r["oob"]),
+        steps=int(r["steps"]),
+        actors=int(r["actors"]),
+    )
+
+
+def _bucket_step(r: Mapping[str, Any]) -> BucketStep:
+    return BucketStep(
+        step=int(r["step"]),
+        step_end=int(r["step_end"]),
+        lo=float(r["lo"]),
+        hi=float(r["hi"]),
+        tokens=float(r["tokens"]),
+        sum_abs_d=float(r["sum_abs_d"]),
+        sum_k3=float(r["sum_k3"]),
+        oob=float(r["oob"]),
+    )
+
+
+def read_grid(
+    conn: Connection,
+    rows: Sequence[Any],
+    metrics: Sequence[str],
+    source: str | None,
+    step_min: int | None,
+    step_max: int | None,
+    max_points: int,
+    bucket_steps: int | None = None,
+) -> list[Series]:
+    """The series of each metric of each run (`rows`, as `run_lookup` finds them), run by run,
+    with one lookup of their series; a metric a run lacks comes back empty."""
+    found = series.find_many(conn, [r.pk for r in rows], metrics, source)
+    grid = [(row, m, *found.get((row.pk, m), (source, []))) for row in rows for m in metrics]
+    wanted = [
+        series.Wanted(row.pk, side, heads, step_min, step_max, max_points, bucket_steps)
+        for row, _, side, heads in grid
+    ]
+    results = series.read(conn, wanted)
+    return [
+        series_of(row.id, metric, side, None, step_min, step_max, result)
+        for (row, metric, side, _), result in zip(grid, results, strict=True)
+    ]
+
+
+def series_of(
     run_id: str,
     metric: str,
     source: str | None,
@@ -177,21 +218,18 @@ def _series_out(
     step_min: int | None,
     step_max: int | None,
     result: series.SeriesResult,
-) -> SeriesOut:
-    points = [dict(zip(series.BLOCK_FIELDS, block, strict=True)) for block in result.blocks]
-    # One validation of plain dicts: far cheaper than a model constructor per point.
-    return SeriesOut.model_validate(
-        {
-            "run_id": run_id,
-            "metric": metric,
-            "source": source,
-            "actor": actor,
-            "step_min": step_min,
-            "step_max": step_max,
-            "total_points": result.total_points,
-            "downsampled": result.width > 1,
-            "bucket_steps": result.width,
-            "rollup_only": result.rollup_only,
-            "points": points,
-        }
+) -> Series:
+    """A storage read as a series (its blocks are in `SeriesPoint`'s field order)."""
+    return Series(
+        run_id,
+        metric,
+        source,
+        actor,
+        step_min,
+        step_max,
+        total_points=result.total_points,
+        downsampled=result.width > 1,
+        bucket_steps=result.width,
+        rollup_only=result.rollup_only,
+        points=tuple(map(SeriesPoint._make, result.blocks)),
     )

@@ -1,8 +1,8 @@
-"""The query layer's runs: the runs list (paged, sorted, filtered), run summaries and details,
-trends, configs, metrics. Summaries come from run rows and heads: no value is read.
+"""The runs read service: the runs list (paged, sorted, filtered), run summaries and details,
+trends, configs, metrics, exemplars. Summaries come from run rows and heads: no value is read.
 
-`QueryService` (`query.py`) adds the series, bucket and hardware reads to these; access control
-(which projects a caller may read) is passed in as `projects`, None meaning every project.
+Every read takes the reader's `ReadScope` first and returns read-models
+(`server.domain.reads.runs`); a run outside the scope is as unknown as a missing one.
 """
 
 from __future__ import annotations
@@ -15,25 +15,28 @@ from sqlalchemy.engine import Connection
 
 from server.analysis.hardware import gpu_segments
 from server.domain import signals
-from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
 from server.domain.metrics import LATEST
 from server.domain.names import ExemplarKind, RunKind, RunStatus
-from server.errors import Conflict, NotFound, Rejected
-from server.schemas.query import (
-    ActorOut,
-    AnnotationOut,
-    ExemplarOut,
-    GpuSegmentOut,
-    MetricOut,
-    RunConfigOut,
-    RunDetailOut,
-    RunPageOut,
-    RunSummaryOut,
-    SignalOut,
+from server.domain.reads.runs import (
+    Actor,
+    Annotation,
+    Exemplar,
+    GpuSegment,
+    Headline,
+    MetricInfo,
+    RunConfig,
+    RunDetail,
+    RunPage,
+    RunSummary,
 )
+from server.domain.reads.scope import ReadScope
+from server.errors import Rejected
+from server.services.run_lookup import find, find_all, label_filter
 from server.storage import exemplars, heads, notes, run_pages, runs, series, trends
 from server.storage.db import Database
 from server.storage.run_pages import Cursor, RunFilter, Sort
+
+_label_filter = label_filter  # the hardware reads (`hardware_query`) filter with it too
 
 
 class RunQueries:
@@ -41,14 +44,14 @@ class RunQueries:
         self._db = db
         self._live_window_s = live_window_s
 
-    # -- runs -------------------------------------------------------------------------------
-    def projects(self, *, projects: Sequence[str] | None = None) -> list[str]:
+    def projects(self, scope: ReadScope) -> list[str]:
         with self._db.read() as conn:
             names = runs.projects(conn)
-        return [n for n in names if projects is None or n in projects]
+        return [n for n in names if scope.projects is None or n in scope.projects]
 
     def runs_page(
         self,
+        scope: ReadScope,
         *,
         project: str | None = None,
         label: str | None = None,
@@ -59,80 +62,70 @@ class RunQueries:
         cursor: str | None = None,
         limit: int = 50,
         kind: RunKind | None = None,
-        projects: Sequence[str] | None = None,
-    ) -> RunPageOut:
+    ) -> RunPage:
         """One page of runs, filtered and sorted in the database; `cursor` continues a paging."""
-        filters = RunFilter(project, projects, _label_filter(label), tag, text, kind)
+        filters = RunFilter(project, scope.projects, label_filter(label), tag, text, kind)
         after = Cursor.decode(cursor) if cursor else None
         with self._db.read() as conn:
             page = run_pages.page(
                 conn, filters=filters, sort=sort, descending=descending, after=after, limit=limit
             )
             data = self._summaries(conn, page.rows)
-        return RunPageOut(
-            data=data,
-            count=len(data),
-            total=page.total,
-            next_cursor=page.next.encode() if page.next is not None else None,
-        )
+        next_cursor = page.next.encode() if page.next is not None else None
+        return RunPage(tuple(data), page.total, next_cursor)
 
     def runs_version(
         self,
+        scope: ReadScope,
         *,
         project: str | None = None,
         label: str | None = None,
         tag: str | None = None,
         text: str | None = None,
-        projects: Sequence[str] | None = None,
     ) -> str:
         """A fingerprint of the runs list for these filters: unchanged, nothing to fetch."""
-        filters = RunFilter(project, projects, _label_filter(label), tag, text)
+        filters = RunFilter(project, scope.projects, label_filter(label), tag, text)
         with self._db.read() as conn:
             return run_pages.version(conn, filters=filters)
 
     def live_runs(self) -> list[tuple[str, str, int | None, str | None, float | None]]:
         """(project, run id, last step, headline signal's metric, its latest value) of the runs
-        that are live now (the metric and value None where a run logs no mismatch signal)."""
+        that are live now, in every project (the metric and value None where a run logs no
+        mismatch signal): what the server's own gauges export."""
         with self._db.read() as conn:
             rows = run_pages.live(conn, since=time.time() - self._live_window_s)
         return [(r.project, r.id, r.last_step, r.metric, r.value) for r in rows]
 
     def list_runs(
         self,
+        scope: ReadScope,
         *,
         project: str | None = None,
         label: str | None = None,
-        tag: str | None = None,
         text: str | None = None,
         limit: int = 500,
         kind: RunKind | None = None,
-        projects: Sequence[str] | None = None,
-    ) -> list[RunSummaryOut]:
+    ) -> list[RunSummary]:
         """The most recently active runs (the first page, for pickers and exports)."""
-        return self.runs_page(
-            project=project,
-            label=label,
-            tag=tag,
-            text=text,
-            limit=limit,
-            kind=kind,
-            projects=projects,
-        ).data
+        page = self.runs_page(
+            scope, project=project, label=label, text=text, limit=limit, kind=kind
+        )
+        return list(page.runs)
 
     def trends(
         self,
+        scope: ReadScope,
         run_ids: Sequence[str],
         *,
         metric: str | None = None,
         points: int = 30,
-        projects: Sequence[str] | None = None,
     ) -> dict[str, list[float]]:
         """Each run's metric in about `points` buckets, for a table's trend column (one query
-        for the page; runs outside `projects`, unknown, or whose id several of `projects` use
-        are left out: narrow `projects` to one to see those). Without a `metric`, each run's
-        headline signal (the one its mismatch cell shows), chosen from its heads."""
+        for the page; runs outside the scope, unknown, or whose id several projects in it use
+        are left out: narrow the scope to one project to see those). Without a `metric`, each
+        run's headline signal (the one its mismatch cell shows), chosen from its heads."""
         with self._db.read() as conn:
-            found_runs = runs.rows_by_id(conn, run_ids, projects)
+            found_runs = runs.rows_by_id(conn, run_ids, scope.projects)
             pks = {rows[0].pk: run_id for run_id, rows in found_runs.items() if len(rows) == 1}
             if metric is None:
                 wanted = {pk: m for pk, (m, _) in heads.headlines(conn, list(pks)).items()}
@@ -141,96 +134,71 @@ class RunQueries:
             found = trends.trends_of(conn, wanted, points)
         return {pks[pk]: values for pk, values in found.items()}
 
-    def get_run(self, run_id: str, *, projects: Sequence[str] | None = None) -> RunDetailOut:
+    def get_run(self, scope: ReadScope, run_id: str) -> RunDetail:
         with self._db.read() as conn:
-            row = self._run(conn, run_id, projects, with_config=True)
+            row = find(conn, run_id, scope.projects, with_config=True)
             (summary,) = self._summaries(conn, [row])
             actor_rows = runs.actors(conn, row.pk)
             spans = runs.segments(conn, row.pk)
-            annotations = notes.rows(conn, row.pk)
-        return RunDetailOut(
-            **summary.model_dump(),
+            annotations = annotations_of(conn, row)
+        return RunDetail(
+            **vars(summary),
             config=runs.loads(row.config, {}),
-            actors=[ActorOut.model_validate(a._mapping) for a in actor_rows],
-            annotations=[
-                AnnotationOut.model_validate({**n._mapping, "run_id": row.id}) for n in annotations
-            ],
-            gpu_segments=_segments(spans),
+            actors=tuple(Actor(**a._mapping) for a in actor_rows),
+            annotations=annotations,
+            gpu_segments=segments_of(spans),
         )
 
-    def run_configs(
-        self, run_ids: Sequence[str], *, projects: Sequence[str] | None = None
-    ) -> list[RunConfigOut]:
+    def run_configs(self, scope: ReadScope, run_ids: Sequence[str]) -> list[RunConfig]:
         """Names and configs of the given runs in one query, in the order asked; unknown runs
-        (or runs outside `projects`, or ids several of them use) are left out."""
+        (or runs outside the scope, or ids several projects in it use) are left out."""
         with self._db.read() as conn:
-            found = runs.rows_by_id(conn, run_ids, projects)
+            found = runs.rows_by_id(conn, run_ids, scope.projects)
             pks = [rows[0].pk for rows in found.values() if len(rows) == 1]
             rows = {r.id: r for r in runs.configs(conn, pks)}
         return [
-            RunConfigOut(id=r.id, name=r.name, config=runs.loads(r.config, {}))
+            RunConfig(r.id, r.name, runs.loads(r.config, {}))
             for run_id in run_ids
             if (r := rows.get(run_id)) is not None
         ]
 
-    def list_metrics(
-        self, run_id: str, *, projects: Sequence[str] | None = None
-    ) -> list[MetricOut]:
+    def list_metrics(self, scope: ReadScope, run_id: str) -> list[MetricInfo]:
         with self._db.read() as conn:
-            row = self._run(conn, run_id, projects)
-            rows = series.metric_rows(conn, row.pk)
-        merged: dict[tuple[str, str], MetricOut] = {}
-        for r in rows:
-            out = merged.setdefault(
-                (r.metric, r.source), MetricOut(name=r.metric, source=r.source, actors=[], points=0)
-            )
-            out.actors.append(r.actor)
-            out.points += int(r.points)
-        return list(merged.values())
+            row = find(conn, run_id, scope.projects)
+            return metrics_of(conn, row.pk)
 
     def exemplars(
         self,
+        scope: ReadScope,
         run_id: str,
         *,
         step_min: int | None = None,
         step_max: int | None = None,
         kind: ExemplarKind | None = None,
         limit: int = 1000,
-        projects: Sequence[str] | None = None,
-    ) -> list[ExemplarOut]:
+    ) -> list[Exemplar]:
         """The run's token exemplars over a step range, largest |d| first (non-finite first)."""
         if step_min is not None and step_max is not None and step_min > step_max:
             raise Rejected(f"step_min ({step_min}) is after step_max ({step_max})")
         wanted = exemplars.ExemplarFilter(step_min, step_max, kind, limit)
         with self._db.read() as conn:
-            row = self._run(conn, run_id, projects)
+            row = find(conn, run_id, scope.projects)
             found = exemplars.read(conn, row.pk, wanted)
-        return [ExemplarOut.model_validate(r._mapping) for r in found]
+        return [Exemplar(*r) for r in found]
 
-    def last_step(self, run_id: str, *, projects: Sequence[str] | None = None) -> int | None:
+    def last_step(self, scope: ReadScope, run_id: str) -> int | None:
         """The run's last step: what a live view checks before it asks for anything else."""
         with self._db.read() as conn:
-            return self._run(conn, run_id, projects).last_step  # type: ignore[no-any-return]
+            return find(conn, run_id, scope.projects).last_step  # type: ignore[no-any-return]
 
     # -- helpers ----------------------------------------------------------------------------
-    def _run(
-        self,
-        conn: Connection,
-        run_id: str,
-        projects: Sequence[str] | None,
-        *,
-        with_config: bool = False,
-    ) -> Any:
-        return _one(run_id, runs.row(conn, run_id, projects, with_config=with_config))
-
     def _runs(
         self, conn: Connection, run_ids: Sequence[str], projects: Sequence[str] | None
     ) -> list[Any]:
-        """`_run` for several runs in one query, in the order asked."""
-        found = runs.rows_by_id(conn, run_ids, projects)
-        return [_one(run_id, found.get(run_id, [])) for run_id in run_ids]
+        """The rows of the runs asked for, in the order asked (the hardware reads' lookup)."""
+        return find_all(conn, run_ids, projects)
 
-    def _summaries(self, conn: Connection, rows: Sequence[Any]) -> list[RunSummaryOut]:
+    def _summaries(self, conn: Connection, rows: Sequence[Any]) -> list[RunSummary]:
         """Run summaries from run rows and heads: no value is read."""
         pks = [r.pk for r in rows]
         gpus = runs.gpus(conn, pks)
@@ -239,17 +207,17 @@ class RunQueries:
         firing = run_pages.firing_counts(conn, [(r.project, r.id) for r in rows])
         now = time.time()
         return [
-            RunSummaryOut(
+            RunSummary(
                 id=row.id,
                 name=row.name,
                 project=row.project,
-                tags=runs.loads(row.tags, []),
+                tags=tuple(runs.loads(row.tags, [])),
                 labels=runs.loads(row.labels, {}),
                 status=self._status(row, now),
                 created_at=row.created_at,
                 last_seen=row.last_seen,
                 last_step=row.last_step,
-                gpus=gpus.get(row.pk, []),
+                gpus=tuple(gpus.get(row.pk, [])),
                 latest=latest.get(row.pk, {}),
                 headline=_headline(headlines.get(row.pk)),
                 firing_alerts=firing.get((row.project, row.id), 0),
@@ -266,36 +234,27 @@ class RunQueries:
         return "live" if recent and row.last_step is not None else "idle"
 
 
-def _headline(found: tuple[str, float] | None) -> SignalOut | None:
-    """A run's headline (metric, value) in words: its signal's label and meaning."""
-    if found is None:
-        return None
-    metric, value = found
-    signal = signals.BY_METRIC[metric]
-    return SignalOut(metric=metric, label=signal.label, meaning=signal.meaning, value=value)
+def metrics_of(conn: Connection, run_pk: int) -> list[MetricInfo]:
+    """The run's metrics per source, with their actors and how many points they logged."""
+    merged: dict[tuple[str, str], tuple[list[str], int]] = {}
+    for r in series.metric_rows(conn, run_pk):
+        actors, points = merged.get((r.metric, r.source), ([], 0))
+        merged[(r.metric, r.source)] = ([*actors, r.actor], points + int(r.points))
+    return [
+        MetricInfo(metric, source, tuple(actors), points)
+        for (metric, source), (actors, points) in merged.items()
+    ]
 
 
-def _one(run_id: str, rows: Sequence[Any]) -> Any:
-    """The one run a request means. Rows come from the caller's projects only, so a run of
-    another project is as unknown as a missing one, and naming the projects that share an id
-    tells the caller nothing it could not list."""
-    if not rows:
-        raise NotFound(f"no run {run_id!r}; list runs with GET /api/v1/runs")
-    if len(rows) > 1:
-        projects = [r.project for r in rows]
-        raise Conflict(
-            f"run id {run_id!r} is used in projects {', '.join(projects)}; "
-            "add project=<name> to choose",
-            detail={"projects": projects},
-        )
-    return rows[0]
+def annotations_of(conn: Connection, row: Any) -> tuple[Annotation, ...]:
+    return tuple(Annotation(run_id=row.id, **n._mapping) for n in notes.rows(conn, row.pk))
 
 
-def _segments(spans: Sequence[Any]) -> list[GpuSegmentOut]:
+def segments_of(spans: Sequence[Any]) -> tuple[GpuSegment, ...]:
     """A run's GPU segments per source, from its actors' stored segments: each actor segment's
     first and last step stand for it (`gpu_segments` merges them, a step whose actors name
     different GPUs is a mixed fleet)."""
-    out = []
+    out: list[GpuSegment] = []
     for source in sorted({s.source for s in spans}):
         ends = [
             (step, s.gpu)
@@ -303,15 +262,14 @@ def _segments(spans: Sequence[Any]) -> list[GpuSegmentOut]:
             if s.source == source
             for step in (s.first_step, s.last_step)
         ]
-        out += [
-            GpuSegmentOut(source=source, gpu=g.gpu, first_step=g.first_step, last_step=g.last_step)
-            for g in gpu_segments(ends)
-        ]
-    return out
+        out += [GpuSegment(source, g.gpu, g.first_step, g.last_step) for g in gpu_segments(ends)]
+    return tuple(out)
 
 
-def _label_filter(text: str | None) -> LabelFilter | None:
-    try:
-        return parse_optional(text)
-    except InvalidLabelFilter as exc:
-        raise Rejected(str(exc)) from exc
+def _headline(found: tuple[str, float] | None) -> Headline | None:
+    """A run's headline (metric, value) in words: its signal's label and meaning."""
+    if found is None:
+        return None
+    metric, value = found
+    signal = signals.BY_METRIC[metric]
+    return Headline(metric, signal.label, signal.meaning, value)

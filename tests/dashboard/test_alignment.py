@@ -12,11 +12,14 @@ from dashboard import ids
 from dashboard.alignment import aligned, by_counter, by_time, parse_align, x_at_step
 from dashboard.pages import compare
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage.db import Database
 from tests.components import find
 from tests.factories import ingest_batch
+
+EVERY = ReadScope.EVERY
 
 
 def point(
@@ -56,7 +59,7 @@ T0 = 1_760_000_000.0
 
 
 @pytest.fixture
-def query(migrated_db: Database) -> QueryService:
+def query(migrated_db: Database) -> Reads:
     """`a`: 50 steps, 2 s and 64 samples each; `b`: 100 steps, 1 s and 32 samples each (the same
     work logged twice as often); `c`: no counter."""
     ingest = IngestService(migrated_db)
@@ -83,7 +86,7 @@ def query(migrated_db: Database) -> QueryService:
             OPEN,
         )
     ingest.close()
-    return QueryService(migrated_db)
+    return Reads.over(migrated_db)
 
 
 def line(figure: dict[str, Any], name: str) -> np.ndarray:
@@ -91,9 +94,9 @@ def line(figure: dict[str, Any], name: str) -> np.ndarray:
     return np.asarray(trace["x"], dtype=float)
 
 
-def test_compare_view_lines_runs_up_by_samples_seen(query: QueryService) -> None:
+def test_compare_view_lines_runs_up_by_samples_seen(query: Reads) -> None:
     figure, rows, _ = compare.view(
-        query, ["a", "b"], "a", "k3_kl", "overlay", 3.0, 5, align="samples"
+        query, EVERY, ["a", "b"], "a", "k3_kl", "overlay", 3.0, 5, align="samples"
     )
     a, b = line(figure, "run a (reference)"), line(figure, "run b")
     assert a.tolist() == [64.0 * (s + 1) for s in range(50)]
@@ -103,21 +106,25 @@ def test_compare_view_lines_runs_up_by_samples_seen(query: QueryService) -> None
 
 
 def test_compare_view_lines_runs_up_by_wall_time_and_names_runs_it_cannot_place(
-    query: QueryService,
+    query: Reads,
 ) -> None:
-    figure, _, _ = compare.view(query, ["a", "b"], "a", "k3_kl", "overlay", 3.0, 5, align="time")
+    figure, _, _ = compare.view(
+        query, EVERY, ["a", "b"], "a", "k3_kl", "overlay", 3.0, 5, align="time"
+    )
     assert line(figure, "run a (reference)").tolist() == [2.0 * s for s in range(50)]
     assert line(figure, "run b").tolist() == [1.0 * s for s in range(100)]
     by_samples, _, _ = compare.view(
-        query, ["a", "c"], "a", "k3_kl", "overlay", 3.0, 5, align="samples"
+        query, EVERY, ["a", "c"], "a", "k3_kl", "overlay", 3.0, 5, align="samples"
     )
     assert by_samples["layout"]["title"]["text"].endswith(
         "not drawn (no samples_seen logged): run c"
     )
 
 
-def test_difference_by_samples_compares_at_equal_samples(query: QueryService) -> None:
-    figure, _, _ = compare.view(query, ["a", "b"], "a", "k3_kl", "diff", 3.0, 5, align="samples")
+def test_difference_by_samples_compares_at_equal_samples(query: Reads) -> None:
+    figure, _, _ = compare.view(
+        query, EVERY, ["a", "b"], "a", "k3_kl", "diff", 3.0, 5, align="samples"
+    )
     (trace,) = [t for t in figure["data"] if t["name"] == "run b − run a (reference)"]
     x, y = np.asarray(trace["x"], dtype=float), np.asarray(trace["y"], dtype=float)
     # independent reference: both runs' k3 at equal samples seen, a's interpolated linearly
@@ -132,11 +139,13 @@ def test_difference_by_samples_compares_at_equal_samples(query: QueryService) ->
 @pytest.mark.filterwarnings(
     r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
 )
-def test_layout_takes_the_alignment_from_the_link(query: QueryService) -> None:
-    page = compare.layout(query, {"runs": "a,b", "align": "samples", "counter": "num_tokens"})
+def test_layout_takes_the_alignment_from_the_link(query: Reads) -> None:
+    page = compare.layout(
+        query, EVERY, {"runs": "a,b", "align": "samples", "counter": "num_tokens"}
+    )
     assert find(page, ids.CMP_ALIGN).value == "samples"
     assert find(page, ids.CMP_COUNTER).value == "num_tokens"
-    assert find(compare.layout(query, {"align": "nonsense"}), ids.CMP_ALIGN).value == "step"
+    assert find(compare.layout(query, EVERY, {"align": "nonsense"}), ids.CMP_ALIGN).value == "step"
 
 
 def test_the_link_keeps_only_what_differs_from_the_defaults() -> None:

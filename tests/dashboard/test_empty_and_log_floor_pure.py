@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from dashboard.figures.buckets import buckets_figure, heatmap_figure
-from dashboard.figures.empty import BUCKETS_HINT, is_empty_state
-from dashboard.figures.exemplars import probability_scatter
-from dashboard.figures.hardware import bucket_curves_figure
-from dashboard.figures.logfloor import NOTE
-from dashboard.figures.series import series_figure
+from server.figures.buckets import buckets_figure, heatmap_figure
+from server.figures.empty import BUCKETS_HINT, is_empty_state
+from server.figures.exemplars import probability_scatter
+from server.figures.hardware import bucket_curves_figure
+from server.figures.logfloor import NOTE
+from server.figures.series import series_figure
+from tests.dashboard.rows import bucket
 from tests.dashboard.test_pure import point
 
 
@@ -67,10 +68,9 @@ def test_nan_is_still_a_nonfinite_marker_on_a_log_axis_not_a_floor_marker() -> N
 
 def test_bucket_curve_with_a_zero_mean_marks_the_floor() -> None:
     rows = [
-        {"group": "H100", "lo": lo, "hi": hi, "tokens": 10.0, "sum_abs_d": 1.0, "sum_k3": k3,
-         "oob": 0.0, "steps": 3}
+        bucket("H100", lo, hi, tokens=10.0, sum_abs_d=1.0, sum_k3=k3, steps=3)
         for lo, hi, k3 in ((0.0, 0.5, 0.0), (0.5, 1.0, 1e-3))
-    ]  # fmt: skip
+    ]
     fig = bucket_curves_figure(rows)
     line = next(t for t in fig.data if t.name == "H100")
     assert math.isnan(line.y[0]) and line.y[1] > 0

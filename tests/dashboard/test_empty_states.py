@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from dashboard import ids
-from dashboard.figures.logfloor import NOTE
 from dashboard.pages.parity import MAKE_ONE
+from server.figures.logfloor import NOTE
 from tests.dashboard.seed import engine, run_body
 from tests.dashboard.test_browser import shot, wait_plots
 from tests.waiting import wait_for

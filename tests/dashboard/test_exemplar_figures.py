@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dashboard.figures.exemplars import probability_scatter, worst_rows
 from dashboard.pages.parity import Report, config_diff_rows, phase_names
+from server.domain.reads.runs import Exemplar
+from server.domain.reads.scope import ReadScope
+from server.figures.exemplars import probability_scatter, worst_rows
 from tests.factories import parity_report, synthetic_tokens
 
 
@@ -89,30 +91,39 @@ def test_phases_of_several_reports_are_merged_by_step() -> None:
     assert phase_names([]) == {0: "sampling"}
 
 
-class _Exemplars:
-    """A query layer that holds exemplars of steps 0…9 and records what it was asked."""
+class _Runs:
+    """The read port's runs service, holding exemplars of steps 0…9 and recording what it was
+    asked."""
 
     def __init__(self) -> None:
         self.asked: list[dict[str, Any]] = []
 
-    def exemplars(self, run_id: str, **kwargs: Any) -> list[dict[str, Any]]:
-        self.asked.append({"run": run_id, **kwargs})
+    def exemplars(self, scope: ReadScope, run_id: str, **kwargs: Any) -> list[Exemplar]:
+        self.asked.append({"scope": scope, "run": run_id, **kwargs})
         lo, hi = kwargs["step_min"], kwargs["step_max"]
         return [
-            ex(-1.0, -1.0 - 0.01 * s, step=s, token=f"t{s}")
+            Exemplar(s, "trainer", "t0", "top", 0, 0, -1.0, -1.0 - 0.01 * s, None, f"t{s}", None)
             for s in range(10)
             if (lo is None or s >= lo) and (hi is None or s <= hi)
         ]
 
 
+class _Reads:
+    def __init__(self) -> None:
+        self.runs = _Runs()
+
+
 def test_run_exemplars_view_reads_the_range_typed_even_backwards_or_out_of_bounds() -> None:
     from dashboard.pages import run_exemplars
 
-    query = _Exemplars()
-    figure, rows = run_exemplars.view(query, "r", "p", 6, 3)  # type: ignore[arg-type]
-    assert query.asked[-1]["step_min"] == 3 and query.asked[-1]["step_max"] == 6
-    assert query.asked[-1]["projects"] == ["p"]
+    reads = _Reads()
+    scope = ReadScope.of(["p"])
+    figure, rows = run_exemplars.view(reads, scope, "r", 6, 3)  # type: ignore[arg-type]
+    asked = reads.runs.asked[-1]
+    assert (asked["step_min"], asked["step_max"], asked["scope"]) == (3, 6, scope)
     assert len(figure.data[0].x) == 4 and rows[0]["token"] == "t6"
-    run_exemplars.view(query, "r", None, -4, 1e30)  # type: ignore[arg-type]
-    assert (query.asked[-1]["step_min"], query.asked[-1]["step_max"]) == (0, 2**53)
-    assert query.asked[-1]["projects"] is None
+    run_exemplars.view(reads, scope, "r", -4, 1e30)  # type: ignore[arg-type]
+    asked = reads.runs.asked[-1]
+    assert (asked["step_min"], asked["step_max"]) == (0, 2**53)
+    run_exemplars.view(reads, scope, "r", "x", None)  # type: ignore[arg-type]
+    assert (reads.runs.asked[-1]["step_min"], reads.runs.asked[-1]["step_max"]) == (None, None)

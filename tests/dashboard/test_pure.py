@@ -8,13 +8,14 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from dashboard.analysis import ema, first_divergence, running_mean
-from dashboard.figures.buckets import buckets_figure, per_bucket
-from dashboard.figures.hardware import hardware_figure
-from dashboard.figures.series import series_figure
-from dashboard.figures.text import safe, sparkline
 from dashboard.urlstate import encode, parse
 from server.domain.parity import diff, flatten
+from server.figures.analysis import ema, first_divergence, running_mean
+from server.figures.buckets import buckets_figure, per_bucket
+from server.figures.hardware import hardware_figure
+from server.figures.series import series_figure
+from server.figures.text import safe, sparkline
+from tests.dashboard.rows import box, bucket
 
 
 def point(
@@ -109,40 +110,14 @@ def test_user_text_is_escaped_in_figures() -> None:
 
 
 def test_bucket_means_are_sums_over_tokens() -> None:
-    rows = [
-        {
-            "group": "g",
-            "lo": 0.0,
-            "hi": 0.5,
-            "tokens": 4.0,
-            "sum_abs_d": 2.0,
-            "sum_k3": 0.4,
-            "oob": 1.0,
-            "steps": 3,
-            "actors": 1,
-        }
-    ]
-    (bucket,) = per_bucket(rows)["g"]
-    assert (bucket["mean_abs_d"], bucket["mean_k3"], bucket["oob_share"]) == (0.5, 0.1, 0.25)
+    rows = [bucket("g", 0.0, 0.5, tokens=4.0, sum_abs_d=2.0, sum_k3=0.4, oob=1.0, steps=3)]
+    (means,) = per_bucket(rows)["g"]
+    assert (means.mean_abs_d, means.mean_k3, means.oob_share) == (0.5, 0.1, 0.25)
     assert len(buckets_figure(rows).data) == 3
 
 
 def test_hardware_boxes_come_from_quantiles() -> None:
-    rows = [
-        {
-            "gpu": "H20",
-            "runs": 1,
-            "actors": 2,
-            "steps": 10,
-            "q1": 1.0,
-            "median": 2.0,
-            "q3": 3.0,
-            "p05": 0.5,
-            "p95": 4.0,
-            "mean": 2.1,
-        },
-        {"gpu": "none", "runs": 1, "actors": 1, "steps": 0, "median": None},
-    ]
+    rows = [box("H20", 2.0, actors=2, steps=10), box("none", None, steps=0)]
     fig = hardware_figure(rows)
     assert len(fig.data) == 1
     assert list(fig.data[0].median) == [2.0]

@@ -8,8 +8,9 @@ from typing import Any
 from dashboard import ids
 from dashboard.pages import run
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage.db import Database
 from tests.components import find
 from tests.factories import ingest_batch
@@ -28,7 +29,7 @@ def test_run_page_names_the_likely_cause_with_its_checks(migrated_db: Database) 
     ingest = IngestService(migrated_db)
     ingest.ingest(ingest_batch(_offset_run("raw")), OPEN)
     ingest.close()
-    page = run.layout(QueryService(migrated_db), {"run": "raw", "step_min": "5"})
+    page = run.layout(Reads.over(migrated_db), ReadScope.EVERY, {"run": "raw", "step_min": "5"})
     section = find(page, ids.RUN_ATTRIBUTION)
     assert section is not None
     text = _text(section)
@@ -48,5 +49,7 @@ def test_run_page_says_the_cause_is_unknown_when_the_run_logs_no_signal(
     }
     ingest.ingest(ingest_batch(body), OPEN)
     ingest.close()
-    section = find(run.layout(QueryService(migrated_db), {"run": "quiet"}), ids.RUN_ATTRIBUTION)
+    section = find(
+        run.layout(Reads.over(migrated_db), ReadScope.EVERY, {"run": "quiet"}), ids.RUN_ATTRIBUTION
+    )
     assert section is not None and "unknown" in _text(section)

@@ -3,8 +3,8 @@ have happened."""
 
 from __future__ import annotations
 
-from dashboard.figures.series import series_figure
-from dashboard.pages.compare import _verdict
+from dashboard.pages.compare_data import _verdict
+from server.figures.series import series_figure
 from tests.dashboard.test_pure import point
 
 

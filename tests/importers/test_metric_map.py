@@ -15,7 +15,8 @@ import pytest
 
 from dashboard import ids
 from dashboard.pages import run as run_page
-from server.services.query import QueryService
+from server.domain.reads.scope import ReadScope
+from server.services.reads import Reads
 from server.storage.db import Database
 from tests.components import find
 from tests.importers.stored import mismatch, runs, stored
@@ -78,9 +79,9 @@ def test_the_run_page_names_the_users_map_and_only_where_there_is_one(tmp_path: 
     assert mismatch("import", "wandb", export, "--db", db, "--as-run", "plain").exit_code == 0
     database = Database(str(db))
     try:
-        query = QueryService(database)
-        line = find(run_page.layout(query, {"run": "m"}), ids.RUN_METRIC_MAP).children
-        plain = find(run_page.layout(query, {"run": "plain"}), ids.RUN_METRIC_MAP).children
+        reads, every = Reads.over(database), ReadScope.EVERY
+        line = find(run_page.layout(reads, every, {"run": "m"}), ids.RUN_METRIC_MAP).children
+        plain = find(run_page.layout(reads, every, {"run": "plain"}), ids.RUN_METRIC_MAP).children
     finally:
         database.dispose()
     assert line == (

@@ -11,10 +11,13 @@ import pytest
 from server.alarms.backtest import Backtester
 from server.alarms.store import AlarmStore
 from server.domain.alarms import WouldBeAlert
-from server.services.query import QueryService
+from server.domain.reads.scope import ReadScope
+from server.services.reads import Reads
 from server.storage.db import Database
 from tests.importers.stored import mismatch
 from tests.importers.test_wandb import CANONICAL, value, write_csv
+
+EVERY = ReadScope.EVERY
 
 
 def test_imported_runs_show_in_the_hardware_view_and_series(tmp_path: Path) -> None:
@@ -25,14 +28,16 @@ def test_imported_runs_show_in_the_hardware_view_and_series(tmp_path: Path) -> N
         assert mismatch(*args, "--as-run", name).exit_code == 0
     database = Database(str(db))
     try:
-        query = QueryService(database)
-        rows = {row.gpu: row for row in query.hardware(metric="k3_kl")}
+        query = Reads.over(database)
+        rows = {row.gpu: row for row in query.hardware.pooled(EVERY, metric="k3_kl")}
         assert set(rows) == {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"}
         expected = [value("rollout_corr/k3_kl", s) for s in range(40)]
         for row in rows.values():
             assert (row.runs, row.steps, row.nonfinite) == (1, 40, 0)
             assert row.median == pytest.approx(float(np.median(expected)))
-        series = query.series("h100", CANONICAL["training/rollout_probs_diff_max"], max_points=100)
+        series = query.series.series(
+            EVERY, "h100", CANONICAL["training/rollout_probs_diff_max"], max_points=100
+        )
         assert [p.step for p in series.points] == list(range(0, 40, 2))
     finally:
         database.dispose()

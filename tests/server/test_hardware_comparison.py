@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage import compaction
 from server.storage.db import Database
 from tests.factories import ingest_batch
@@ -20,6 +21,8 @@ from tests.factories import ingest_batch
 A100, H20, L20 = "NVIDIA A100-SXM4-80GB", "NVIDIA H20", "NVIDIA L20"
 PARITY = {"engine": {"version": "0.18.1", "logprobs_mode": "processed_logprobs"}}
 RAW = {"engine": {"version": "0.18.1", "logprobs_mode": "raw_logprobs"}}
+
+EVERY = ReadScope.EVERY
 
 
 def _k3(rng: np.random.Generator, median: float, steps: int, phi: float = 0.8) -> np.ndarray:
@@ -82,7 +85,7 @@ def test_tenfold_gpu_difference_is_inside_the_interval_and_one_is_outside(
     migrated_db: Database,
 ) -> None:
     _seed(migrated_db, 10.0)
-    found = QueryService(migrated_db).hardware_comparison(project="hw")
+    found = Reads.over(migrated_db).hardware.comparison(EVERY, project="hw")
     group, pair = _pair(found)
     assert (pair.a, pair.b) == (A100, H20)
     assert pair.ci_low <= 10.0 <= pair.ci_high
@@ -96,20 +99,20 @@ def test_tenfold_gpu_difference_is_inside_the_interval_and_one_is_outside(
 
 def test_equal_gpus_give_an_interval_that_contains_one(migrated_db: Database) -> None:
     _seed(migrated_db, 1.0)
-    _, pair = _pair(QueryService(migrated_db).hardware_comparison(project="hw"))
+    _, pair = _pair(Reads.over(migrated_db).hardware.comparison(EVERY, project="hw"))
     assert pair.ci_low <= 1.0 <= pair.ci_high
 
 
 def test_a_run_with_another_parity_setting_is_excluded_and_named(migrated_db: Database) -> None:
     _seed(migrated_db, 10.0)
-    found = QueryService(migrated_db).hardware_comparison(project="hw")
+    found = Reads.over(migrated_db).hardware.comparison(EVERY, project="hw")
     group, _ = _pair(found)
     assert "raw" not in group.run_ids and len(group.run_ids) == 10
     assert [(e.run_id, e.name, e.setting, e.value, e.group_value) for e in found.excluded] == [
         ("raw", "run raw", "logprobs_mode", "raw_logprobs", "processed_logprobs")
     ]
     # The pooled rows still cover every selected run: the raw-logprobs run is in H20's.
-    pooled = {h.gpu: h.runs for h in found.data}
+    pooled = {h.gpu: h.runs for h in found.pooled}
     assert pooled == {A100: 5, H20: 6}
 
 
@@ -119,12 +122,12 @@ def test_a_resumed_run_counts_each_segment_under_its_own_gpu(migrated_db: Databa
     _post(ingest, "l20", [(0, L20)], _k3(rng, 1e-2, 100), config=PARITY)
     _post(ingest, "resumed", [(0, L20), (60, H20)], _k3(rng, 1e-2, 120), config=PARITY)
     ingest.close()
-    query = QueryService(migrated_db)
-    found = query.hardware_comparison(project="hw")
+    query = Reads.over(migrated_db)
+    found = query.hardware.comparison(EVERY, project="hw")
     (group,) = found.groups
     by_gpu = {g.gpu: (g.runs, g.segments, g.steps) for g in group.gpus}
     assert by_gpu == {H20: (1, 1, 60), L20: (2, 2, 160)}
-    segments = query.get_run("resumed").gpu_segments
+    segments = query.runs.get_run(EVERY, "resumed").gpu_segments
     assert [(s.gpu, s.first_step, s.last_step) for s in segments] == [
         (L20, 0, 59),
         (H20, 60, 119),
@@ -139,11 +142,13 @@ def test_grouping_by_a_label_compares_within_its_value(migrated_db: Database) ->
             ingest, run_id, [(0, gpu)], _k3(rng, 1e-3, 40), config=PARITY, labels={"recipe": recipe}
         )
     ingest.close()
-    found = QueryService(migrated_db).hardware_comparison(project="hw", group_by="label:recipe")
-    assert found.groups[0].run_ids == ["x", "y"]
+    found = Reads.over(migrated_db).hardware.comparison(
+        EVERY, project="hw", group_by="label:recipe"
+    )
+    assert found.groups[0].run_ids == ("x", "y")
     assert [(e.run_id, e.setting, e.value) for e in found.excluded] == [("z", "recipe", "grpo")]
-    narrowed = QueryService(migrated_db).hardware_comparison(project="hw", label="recipe=grpo")
-    assert narrowed.groups == [] and [h.gpu for h in narrowed.data] == [H20]
+    narrowed = Reads.over(migrated_db).hardware.comparison(EVERY, project="hw", label="recipe=grpo")
+    assert narrowed.groups == () and [h.gpu for h in narrowed.pooled] == [H20]
     assert "spans two GPU types" in narrowed.note
 
 
@@ -153,7 +158,7 @@ def test_runs_of_two_projects_sharing_an_id_stay_two_runs(migrated_db: Database)
     for project, gpu in (("p1", A100), ("p2", H20)):
         _post(ingest, "r", [(0, gpu)], _k3(rng, 1e-3, 30), config=PARITY, project=project)
     ingest.close()
-    found = QueryService(migrated_db).hardware_comparison()
+    found = Reads.over(migrated_db).hardware.comparison(EVERY)
     assert sorted(found.groups[0].run_ids) == ["p1/r", "p2/r"]
     assert [g.runs for g in found.groups[0].gpus] == [1, 1]
 
@@ -163,4 +168,4 @@ def test_an_unknown_grouping_is_refused_with_the_accepted_forms(
     migrated_db: Database, group_by: str
 ) -> None:
     with pytest.raises(Rejected, match="parity, label:KEY or config:KEY"):
-        QueryService(migrated_db).hardware_comparison(project="hw", group_by=group_by)
+        Reads.over(migrated_db).hardware.comparison(EVERY, project="hw", group_by=group_by)

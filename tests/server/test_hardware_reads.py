@@ -12,13 +12,16 @@ import numpy as np
 import pytest
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage import compaction, retention
 from server.storage.db import Database
 from tests.factories import ingest_batch
 
 H20, A100 = "NVIDIA H20", "NVIDIA A100-SXM4-80GB"
+
+EVERY = ReadScope.EVERY
 
 
 def _plan() -> list[tuple[str, str, int, str | None]]:
@@ -106,9 +109,9 @@ def test_per_gpu_distributions_equal_a_numpy_computation(migrated_db: Database) 
     for (run, _, _), (gpu, value) in sent.items():
         by_gpu[gpu].append(value)
         runs[gpu].add(run)
-    query = QueryService(migrated_db)
-    _check(query.hardware(project="hw", metric="k3_kl"), _reference(by_gpu, runs))
-    moving = query.hardware(run_ids=["hw-moving"], metric="k3_kl")
+    query = Reads.over(migrated_db)
+    _check(query.hardware.pooled(EVERY, project="hw", metric="k3_kl"), _reference(by_gpu, runs))
+    moving = query.hardware.pooled(EVERY, run_ids=["hw-moving"], metric="k3_kl")
     assert {h.gpu: h.actors for h in moving} == {H20: 1, A100: 1, "unknown": 1}
 
 
@@ -127,6 +130,6 @@ def test_a_retained_run_counts_by_its_block_means(migrated_db: Database) -> None
         finite = [v for v in values if math.isfinite(v)]
         if finite:
             means.append(sum(finite) / len(finite))
-    found = {h.gpu: h for h in QueryService(migrated_db).hardware(run_ids=["hw-a100"])}
+    found = {h.gpu: h for h in Reads.over(migrated_db).hardware.pooled(EVERY, run_ids=["hw-a100"])}
     assert list(found) == [A100] and found[A100].steps == len(means)
     assert found[A100].median == pytest.approx(float(np.median(means)))

@@ -17,8 +17,9 @@ import pytest
 import sqlalchemy as sa
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage import compaction, retention
 from server.storage.db import Database
 from tests.factories import ingest_batch
@@ -26,6 +27,8 @@ from tests.factories import ingest_batch
 STEPS = 700
 RUNS = ("h1", "h2", "h3")
 METRICS = ("k3_kl", "grad_norm")
+
+EVERY = ReadScope.EVERY
 
 
 def _value(rng: random.Random) -> float:
@@ -158,16 +161,16 @@ def _reference_blocks(values: dict[int, float], width: int) -> dict[int, list[fl
 
 def test_a_read_is_the_same_hot_compacted_and_merged(history: Any) -> None:
     db, _ = history
-    query = QueryService(db)
+    query = Reads.over(db)
     views = [(0, None, 1000), (0, None, 50), (100, 400, 20), (5, 9, 100)]
 
     def snapshot() -> list[str]:
         return [
             repr(
                 [
-                    p.model_dump()
-                    for p in query.series(
-                        "h2", "k3_kl", step_min=lo, step_max=hi, max_points=n
+                    p._asdict()
+                    for p in query.series.series(
+                        EVERY, "h2", "k3_kl", step_min=lo, step_max=hi, max_points=n
                     ).points
                 ]
             )
@@ -191,17 +194,19 @@ def test_a_spike_survives_rollups_and_retention(migrated_db: Database) -> None:
         ]
         ingest.ingest(ingest_batch({"run": {"id": "spiky"}, "records": records}), OPEN)
     ingest.close()
-    query = QueryService(migrated_db)
+    query = Reads.over(migrated_db)
     compaction.compact_all(migrated_db)
-    overview = query.series("spiky", "k3_kl", max_points=300)
+    overview = query.series.series(EVERY, "spiky", "k3_kl", max_points=300)
     assert max(p.max or 0 for p in overview.points) == 7.5 and not overview.rollup_only
 
     dropped = retention.drop_raw(migrated_db, older_than_s=0.0, now=2e10)
     assert dropped.runs == ["spiky"] and dropped.values == steps
-    assert query.get_run("spiky").raw_dropped
-    after = query.series("spiky", "k3_kl", max_points=300)
+    assert query.runs.get_run(EVERY, "spiky").raw_dropped
+    after = query.series.series(EVERY, "spiky", "k3_kl", max_points=300)
     assert repr(after.points) == repr(overview.points)  # overviews draw from rollups as before
-    zoomed = query.series("spiky", "k3_kl", step_min=13_330, step_max=13_340, max_points=100)
+    zoomed = query.series.series(
+        EVERY, "spiky", "k3_kl", step_min=13_330, step_max=13_340, max_points=100
+    )
     assert zoomed.rollup_only
     spike = [p for p in zoomed.points if p.max == 7.5]
     assert len(spike) == 1 and spike[0].step <= 13_337 <= spike[0].step_end

@@ -13,9 +13,10 @@ import pytest
 from server.auth import OPEN
 from server.domain.alarms import Rule, Silence
 from server.domain.labels import InvalidLabelFilter, LabelFilter
+from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage.db import Database
 from tests.factories import ingest_batch
 
@@ -28,6 +29,8 @@ CASES = [
     ("tier=silver", set()),
     ("other", set()),
 ]
+
+EVERY = ReadScope.EVERY
 
 
 @pytest.mark.parametrize(("text", "selected"), CASES)
@@ -43,23 +46,23 @@ def test_a_filter_without_a_key_is_refused(text: str) -> None:
 
 
 @pytest.fixture
-def query(migrated_db: Database) -> QueryService:
+def query(migrated_db: Database) -> Reads:
     ingest = IngestService(migrated_db)
     for run_id, labels in RUN_LABELS.items():
         body = {"run": {"id": run_id, "project": "p", "labels": labels}}
         ingest.ingest(ingest_batch(body), OPEN)
     ingest.close()
-    return QueryService(migrated_db)
+    return Reads.over(migrated_db)
 
 
 @pytest.mark.parametrize(("text", "selected"), CASES)
-def test_the_runs_list_filters_by_label(query: QueryService, text: str, selected: set[str]) -> None:
-    assert {r.id for r in query.list_runs(label=text)} == selected
+def test_the_runs_list_filters_by_label(query: Reads, text: str, selected: set[str]) -> None:
+    assert {r.id for r in query.runs.list_runs(EVERY, label=text)} == selected
 
 
-def test_the_runs_list_refuses_a_filter_without_a_key(query: QueryService) -> None:
+def test_the_runs_list_refuses_a_filter_without_a_key(query: Reads) -> None:
     with pytest.raises(Rejected, match="KEY or KEY=VALUE"):
-        query.list_runs(label="=gold")
+        query.runs.list_runs(EVERY, label="=gold")
 
 
 @pytest.mark.parametrize(("text", "selected"), CASES)

@@ -8,13 +8,16 @@ import itertools
 import sqlalchemy as sa
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage import alarm_tables
 from server.storage.db import Database
 from tests.factories import batch, ingest_batch
 
 _ids = itertools.count()
+
+EVERY = ReadScope.EVERY
 
 
 def fire(db: Database, project: str, run_id: str, *, started_at: float) -> None:
@@ -34,13 +37,13 @@ def test_the_runs_fingerprint_moves_with_alerts_on_the_readers_runs_only(
     for project, run_id in (("a", "a-run"), ("b", "b-run"), ("a", "a-other")):
         ingest.ingest(ingest_batch(batch(run_id, range(5), project=project)), OPEN)
     ingest.close()
-    query = QueryService(migrated_db)
+    query = Reads.over(migrated_db)
 
     def fingerprints() -> tuple[str, str, str]:
         return (
-            query.runs_version(projects=["a"]),
-            query.runs_version(projects=["b"]),
-            query.runs_version(projects=["a"], text="other"),
+            query.runs.runs_version(ReadScope.of(["a"])),
+            query.runs.runs_version(ReadScope.of(["b"])),
+            query.runs.runs_version(ReadScope.of(["a"]), text="other"),
         )
 
     before = fingerprints()

@@ -12,13 +12,16 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from server.services.query import QueryService
+from server.domain.reads.scope import ReadScope
+from server.services.reads import Reads
 from server.storage import compaction, migrate
 from server.storage.db import Database
 from tests.conftest import ROOT
 from tests.server.test_series import reference_buckets
 
 STEPS = 3000
+
+EVERY = ReadScope.EVERY
 
 
 @pytest.fixture
@@ -79,20 +82,22 @@ def test_an_old_database_migrates_and_reads_as_before(
     db, values = old_db
     migrate.upgrade(db)
     assert compaction.compact_all(db) == STEPS
-    query = QueryService(db)
-    full = query.series("legacy", "k3_kl", max_points=STEPS)
+    query = Reads.over(db)
+    full = query.series.series(EVERY, "legacy", "k3_kl", max_points=STEPS)
     assert [p.step for p in full.points] == list(range(STEPS))
     assert repr([p.last for p in full.points]) == repr([float(v) for v in values])
     assert [p.time for p in full.points] == [1e9 + s for s in range(STEPS)]
     for lo, hi, n in ((0, STEPS - 1, 100), (7, 2500, 33)):
-        got = query.series("legacy", "k3_kl", step_min=lo, step_max=hi, max_points=n).points
+        got = query.series.series(
+            EVERY, "legacy", "k3_kl", step_min=lo, step_max=hi, max_points=n
+        ).points
         want = reference_buckets(values, lo, hi, n)
         assert [(g.step, g.step_end, g.nan, g.pos_inf) for g in got] == [
             (w["step"], w["step_end"], w["nan"], w["pinf"]) for w in want
         ]
         assert max(g.max or 0 for g in got) == 42.0
-    run = query.get_run("legacy")
-    assert run.gpus == ["NVIDIA H20", "NVIDIA L20"]
+    run = query.runs.get_run(EVERY, "legacy")
+    assert run.gpus == ("NVIDIA H20", "NVIDIA L20")
     assert run.latest["k3_kl"] == pytest.approx(values[-1])
     assert [(a.gpu, a.first_step, a.last_step, a.steps) for a in run.actors] == [
         ("NVIDIA H20", 0, STEPS - 1, STEPS)
@@ -113,11 +118,11 @@ def test_an_old_database_migrates_and_reads_as_before(
         2,
         1,
     )
-    (bucket,) = query.buckets(["legacy"])
+    (bucket,) = query.series.buckets(EVERY, ["legacy"])
     assert (bucket.tokens, bucket.steps) == (2.0 * 1000, 1000)
-    by_gpu = {b.group: b.tokens for b in query.buckets(["legacy"], group_by="gpu")}
+    by_gpu = {b.group: b.tokens for b in query.series.buckets(EVERY, ["legacy"], group_by="gpu")}
     assert by_gpu == {"NVIDIA L20": 2.0 * 500, "NVIDIA H20": 2.0 * 500}
-    assert not math.isnan(query.hardware(project="old")[0].median or math.nan)
+    assert not math.isnan(query.hardware.pooled(EVERY, project="old")[0].median or math.nan)
 
 
 def test_the_migrate_command_sorts_old_values_with_a_progress_bar(
@@ -140,5 +145,5 @@ def test_the_migrate_command_sorts_old_values_with_a_progress_bar(
         hot = conn.execute(sa.text("SELECT count(*) FROM points_hot")).scalar_one()
         rollups = conn.execute(sa.text("SELECT count(*) FROM rollups WHERE level = 1")).scalar_one()
     assert (hot, rollups) == (0, STEPS // 8)
-    last = QueryService(db).series("legacy", "k3_kl", step_min=STEPS - 1).points
+    last = Reads.over(db).series.series(EVERY, "legacy", "k3_kl", step_min=STEPS - 1).points
     assert repr(last[0].last) == repr(float(values[-1]))

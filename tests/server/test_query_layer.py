@@ -7,10 +7,13 @@ from typing import Any
 import pytest
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage.db import Database
 from tests.factories import ingest_batch
+
+EVERY = ReadScope.EVERY
 
 
 @pytest.fixture
@@ -26,12 +29,12 @@ def query(migrated_db: Database) -> Any:
         }
         ingest.ingest(ingest_batch(body), OPEN)
     ingest.close()
-    return QueryService(migrated_db)
+    return Reads.over(migrated_db)
 
 
-def test_run_configs_in_the_order_asked_without_unknown_runs(query: QueryService) -> None:
-    found = query.run_configs(["b", "missing", "a"])
+def test_run_configs_in_the_order_asked_without_unknown_runs(query: Reads) -> None:
+    found = query.runs.run_configs(EVERY, ["b", "missing", "a"])
     assert [(c.id, c.name) for c in found] == [("b", "run b"), ("a", "run a")]
     assert found[0].config == {"engine": {"logprobs_mode": "raw_logprobs"}}
-    assert [c.id for c in query.run_configs(["a", "c"], projects=["p2"])] == ["c"]
-    assert query.run_configs([]) == []
+    assert [c.id for c in query.runs.run_configs(ReadScope.of(["p2"]), ["a", "c"])] == ["c"]
+    assert query.runs.run_configs(EVERY, []) == []

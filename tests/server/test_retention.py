@@ -15,10 +15,11 @@ import pytest
 import sqlalchemy as sa
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
@@ -27,6 +28,8 @@ from tests.waiting import wait_for
 
 DAY = 86400.0
 STEPS = 3000
+
+EVERY = ReadScope.EVERY
 
 
 def mismatch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -111,15 +114,22 @@ def test_the_cli_drops_old_raw_values_and_keeps_what_draws_them(aged: Path) -> N
     assert re.search(r"disk: [\d.,]+ MiB before, [\d.,]+ MiB after", done.stdout), done.stdout
 
     db = Database(str(aged))
-    query = QueryService(db)
+    query = Reads.over(db)
     assert _raw_values(db, "old-a") == 0
     assert _raw_values(db, "new-a") == _raw_values(db, "old-b") == 2 * STEPS  # other runs stay
-    assert query.get_run("old-a").raw_dropped and not query.get_run("new-a").raw_dropped
-    old = query.series("old-a", "k3_kl", step_min=1200, step_max=1300, max_points=1000)
-    new = query.series("new-a", "k3_kl", step_min=1200, step_max=1300, max_points=1000)
+    assert (
+        query.runs.get_run(EVERY, "old-a").raw_dropped
+        and not query.runs.get_run(EVERY, "new-a").raw_dropped
+    )
+    old = query.series.series(
+        EVERY, "old-a", "k3_kl", step_min=1200, step_max=1300, max_points=1000
+    )
+    new = query.series.series(
+        EVERY, "new-a", "k3_kl", step_min=1200, step_max=1300, max_points=1000
+    )
     assert old.rollup_only and not new.rollup_only
     assert len(new.points) == 101 and max(p.max or 0 for p in old.points) == 5.001  # spike kept
-    assert query.last_step("old-a") == STEPS - 1  # the run record and its head stay
+    assert query.runs.last_step(EVERY, "old-a") == STEPS - 1  # the run record and its head stay
     db.dispose()
 
     again = mismatch("retention", "--older-than", "90d", "--project", "a", "--db", str(aged))
@@ -177,7 +187,7 @@ def test_the_maintenance_thread_compacts_and_retains(migrated_db: Database) -> N
 
         wait_for(compacted_and_retained, 60, message="the thread neither compacted nor retained")
         assert _raw_values(migrated_db, "live") == 2000 and maintenance.rounds >= 1
-        assert not QueryService(migrated_db).get_run("live").raw_dropped
+        assert not Reads.over(migrated_db).runs.get_run(EVERY, "live").raw_dropped
     finally:
         maintenance.stop()
 
@@ -193,10 +203,12 @@ def test_retention_drops_the_token_exemplars_of_old_runs_only(migrated_db: Datab
         )
     ingest.close()
     _age(migrated_db, "old", 200)
-    query = QueryService(migrated_db)
-    assert len(query.exemplars("old")) == len(query.exemplars("new")) == 16
+    query = Reads.over(migrated_db)
+    assert len(query.runs.exemplars(EVERY, "old")) == len(query.runs.exemplars(EVERY, "new")) == 16
 
     result = retention.drop_raw(migrated_db, older_than_s=90 * DAY)
     assert result.runs == ["old"] and result.exemplars == 16
-    assert query.exemplars("old") == [] and len(query.exemplars("new")) == 16
-    assert query.get_run("old").kind == "parity"  # the report itself stays
+    assert (
+        query.runs.exemplars(EVERY, "old") == [] and len(query.runs.exemplars(EVERY, "new")) == 16
+    )
+    assert query.runs.get_run(EVERY, "old").kind == "parity"  # the report itself stays

@@ -8,11 +8,14 @@ import math
 import pytest
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage.db import Database
 from tests.factories import ingest_batch
+
+EVERY = ReadScope.EVERY
 
 
 def _make(ingest: IngestService, run_id: str, *, k3: float | None = None, **run: object) -> None:
@@ -23,12 +26,12 @@ def _make(ingest: IngestService, run_id: str, *, k3: float | None = None, **run:
     ingest.ingest(ingest_batch(body), OPEN)
 
 
-def _all_pages(query: QueryService, *, between: object = None, **kwargs: object) -> list[str]:
+def _all_pages(query: Reads, *, between: object = None, **kwargs: object) -> list[str]:
     seen: list[str] = []
     cursor = None
     while True:
-        page = query.runs_page(cursor=cursor, limit=7, **kwargs)  # type: ignore[arg-type]
-        seen += [r.id for r in page.data]
+        page = query.runs.runs_page(EVERY, cursor=cursor, limit=7, **kwargs)  # type: ignore[arg-type]
+        seen += [r.id for r in page.runs]
         if page.next_cursor is None:
             return seen
         cursor = page.next_cursor
@@ -46,8 +49,8 @@ def test_paging_returns_every_run_once_while_new_runs_arrive(
     rng_values = [1e-3 * (i % 7) if i % 5 else math.nan for i in range(40)]
     for i, k3 in enumerate(rng_values):
         _make(ingest, f"run-{i:02d}", k3=k3 if i % 9 else None)
-    query = QueryService(migrated_db)
-    before = {r.id for r in query.runs_page(limit=100).data}
+    query = Reads.over(migrated_db)
+    before = {r.id for r in query.runs.runs_page(EVERY, limit=100).runs}
     arrivals = iter(range(100))
 
     def a_new_run_arrives() -> None:
@@ -65,12 +68,12 @@ def test_pages_follow_the_sort(migrated_db: Database) -> None:
     for i, (name, k3) in enumerate([("b", 0.3), ("a", 0.1), ("d", math.nan), ("c", None)]):
         _make(ingest, f"r{i}", k3=k3, name=name)
     ingest.close()
-    query = QueryService(migrated_db)
+    query = Reads.over(migrated_db)
     assert _all_pages(query, sort="name", descending=False) == ["r1", "r0", "r3", "r2"]
     # NaN sorts above every value (it is a collapse); no value yet, below every value.
     assert _all_pages(query, sort="k3", descending=True) == ["r2", "r0", "r1", "r3"]
-    page = query.runs_page(sort="name", descending=False, limit=2)
-    assert (page.count, page.total) == (2, 4) and page.next_cursor is not None
+    page = query.runs.runs_page(EVERY, sort="name", descending=False, limit=2)
+    assert (len(page.runs), page.total) == (2, 4) and page.next_cursor is not None
 
 
 def test_filters_run_in_the_database(migrated_db: Database) -> None:
@@ -79,10 +82,10 @@ def test_filters_run_in_the_database(migrated_db: Database) -> None:
     _make(ingest, "x2", labels={"tier": "gold"}, tags=["v0"], name="100%_done")
     _make(ingest, "x3", name="plain")
     ingest.close()
-    query = QueryService(migrated_db)
+    query = Reads.over(migrated_db)
 
     def ids(**kwargs: object) -> list[str]:
-        return sorted(r.id for r in query.runs_page(limit=50, **kwargs).data)  # type: ignore[arg-type]
+        return sorted(r.id for r in query.runs.runs_page(EVERY, limit=50, **kwargs).runs)  # type: ignore[arg-type]
 
     assert ids(label="odd/key~=v 1") == ["x1"]
     assert ids(label="tier") == ["x1", "x2"]
@@ -92,17 +95,17 @@ def test_filters_run_in_the_database(migrated_db: Database) -> None:
     assert ids(text="100%") == ["x2"]
     assert ids(text="0%_d") == ["x2"] and ids(text="_") == ["x2"]  # % and _ taken literally
     assert ids(text="%") == ["x2"]
-    assert query.runs_page(label="tier").total == 2
+    assert query.runs.runs_page(EVERY, label="tier").total == 2
 
 
 def test_a_cursor_from_elsewhere_is_refused(migrated_db: Database) -> None:
-    query = QueryService(migrated_db)
+    query = Reads.over(migrated_db)
     with pytest.raises(Rejected, match="cursor"):
-        query.runs_page(cursor="not-a-cursor")
+        query.runs.runs_page(EVERY, cursor="not-a-cursor")
     ingest = IngestService(migrated_db)
     for i in range(3):
         _make(ingest, f"c{i}")
     ingest.close()
-    cursor = query.runs_page(limit=1, sort="name").next_cursor
+    cursor = query.runs.runs_page(EVERY, limit=1, sort="name").next_cursor
     with pytest.raises(Rejected, match="another sort"):
-        query.runs_page(cursor=cursor, sort="activity")
+        query.runs.runs_page(EVERY, cursor=cursor, sort="activity")

@@ -10,12 +10,15 @@ import pytest
 import sqlalchemy as sa
 
 from server.auth import OPEN
+from server.domain.reads.scope import ReadScope
 from server.errors import NotFound, Rejected
 from server.services.ingest import IngestService
-from server.services.query import QueryService
+from server.services.reads import Reads
 from server.storage import compaction, migrate, retention, series
 from server.storage.db import Database
 from tests.factories import ingest_batch
+
+EVERY = ReadScope.EVERY
 
 
 @pytest.fixture
@@ -27,9 +30,9 @@ def database(db_url: str) -> Iterator[Database]:
 
 
 @pytest.fixture
-def services(database: Database) -> Iterator[tuple[IngestService, QueryService]]:
+def services(database: Database) -> Iterator[tuple[IngestService, Reads]]:
     ingest = IngestService(database)
-    yield ingest, QueryService(database)
+    yield ingest, Reads.over(database)
     ingest.close()
 
 
@@ -90,13 +93,13 @@ def reference_buckets(
     return [out[k] for k in sorted(out)]
 
 
-def test_100k_steps_keep_a_one_step_spike(services: tuple[IngestService, QueryService]) -> None:
+def test_100k_steps_keep_a_one_step_spike(services: tuple[IngestService, Reads]) -> None:
     ingest, query = services
     rng = np.random.default_rng(0)
     values = 1e-3 + 1e-4 * rng.standard_normal(100_000)
     values[73_421] = 5.0
     _load(ingest, "long", values)
-    series = query.series("long", "k3_kl", max_points=1000)
+    series = query.series.series(EVERY, "long", "k3_kl", max_points=1000)
     assert series.total_points == 100_000 and series.downsampled
     assert 500 < len(series.points) <= 1000  # buckets of whole rollup blocks: W <= W' < 2W
     maxima = [p.max for p in series.points]
@@ -108,7 +111,7 @@ def test_100k_steps_keep_a_one_step_spike(services: tuple[IngestService, QuerySe
 
 @pytest.mark.parametrize("compacted", [False, True], ids=["hot", "compacted"])
 def test_buckets_match_reference_with_nonfinite_values(
-    services: tuple[IngestService, QueryService], database: Database, compacted: bool
+    services: tuple[IngestService, Reads], database: Database, compacted: bool
 ) -> None:
     ingest, query = services
     rng = np.random.default_rng(1)
@@ -131,7 +134,9 @@ def test_buckets_match_reference_with_nonfinite_values(
         (1, 200, 100),
     )
     for lo, hi, max_points in cases:
-        got = query.series("ref", "k3_kl", step_min=lo, step_max=hi, max_points=max_points).points
+        got = query.series.series(
+            EVERY, "ref", "k3_kl", step_min=lo, step_max=hi, max_points=max_points
+        ).points
         want = reference_buckets(values, lo, hi, max_points)
         assert len(got) == len(want) <= max_points
         for g, w in zip(got, want, strict=True):
@@ -151,7 +156,7 @@ def test_buckets_match_reference_with_nonfinite_values(
 
 
 def test_series_of_several_actors_merges_per_step(
-    services: tuple[IngestService, QueryService],
+    services: tuple[IngestService, Reads],
 ) -> None:
     ingest, query = services
     records = [
@@ -166,36 +171,38 @@ def test_series_of_several_actors_merges_per_step(
         for a in range(3)
     ]
     ingest.ingest(ingest_batch({"run": {"id": "multi"}, "records": records}), OPEN)
-    merged = query.series("multi", "x", max_points=10)
+    merged = query.series.series(EVERY, "multi", "x", max_points=10)
     assert merged.source == "rollout"
     assert [(p.min, p.max, p.count) for p in merged.points][:2] == [(0.0, 20.0, 3), (1.0, 21.0, 3)]
-    one = query.series("multi", "x", actor="a2", max_points=10)
+    one = query.series.series(EVERY, "multi", "x", actor="a2", max_points=10)
     assert [p.last for p in one.points] == [20.0 + s for s in range(10)]
 
 
 def test_a_block_without_finite_values_lends_its_bucket_nothing(
-    services: tuple[IngestService, QueryService], database: Database
+    services: tuple[IngestService, Reads], database: Database
 ) -> None:
     ingest, query = services
     values = np.full(600, 2.0)
     values[300:376] = np.nan  # blocks 38-46 of 8 steps hold no finite value
     _load(ingest, "gap", values)
     compaction.compact(database)
-    found = query.series("gap", "k3_kl", max_points=60)  # buckets of 16 steps from 8-step rollups
+    found = query.series.series(
+        EVERY, "gap", "k3_kl", max_points=60
+    )  # buckets of 16 steps from 8-step rollups
     by_step = {p.step: p for p in found.points}
     assert (by_step[304].min, by_step[304].max, by_step[304].nan) == (None, None, 16)
     assert (by_step[368].min, by_step[368].max, by_step[368].nan) == (2.0, 2.0, 8)
 
 
-def test_step_range_outside_data_is_empty(services: tuple[IngestService, QueryService]) -> None:
+def test_step_range_outside_data_is_empty(services: tuple[IngestService, Reads]) -> None:
     ingest, query = services
     _load(ingest, "short", np.arange(10, dtype=float))
-    assert query.series("short", "k3_kl", step_min=50).points == []
-    assert query.series("short", "missing_metric").total_points == 0
+    assert query.series.series(EVERY, "short", "k3_kl", step_min=50).points == ()
+    assert query.series.series(EVERY, "short", "missing_metric").total_points == 0
 
 
 def test_a_grid_read_equals_its_series_read_one_by_one(
-    services: tuple[IngestService, QueryService], database: Database
+    services: tuple[IngestService, Reads], database: Database
 ) -> None:
     """Runs of different lengths (different rollup levels), partly hot, with several metrics
     and a metric one run lacks: the batched read answers exactly what single reads answer."""
@@ -226,31 +233,31 @@ def test_a_grid_read_equals_its_series_read_one_by_one(
 
     runs, metrics = list(lengths), ["k3_kl", "ent"]
     for window in ({}, {"step_min": 500, "step_max": 3_000}, {"step_min": 59_990}):
-        grid = query.series_grid(runs, metrics, max_points=300, **window)
+        grid = query.series.series_grid(EVERY, runs, metrics, max_points=300, **window)
         assert [(s.run_id, s.metric) for s in grid] == [(r, m) for r in runs for m in metrics]
         for got in grid:
-            one = query.series(got.run_id, got.metric, max_points=300, **window)
-            assert got.model_dump_json() == one.model_dump_json(), (got.run_id, got.metric)
+            one = query.series.series(EVERY, got.run_id, got.metric, max_points=300, **window)
+            assert repr(got) == repr(one), (got.run_id, got.metric)
     assert [s.total_points for s in grid if s.metric == "ent"] == [0, 0, 0]  # none past 59,990
-    page = query.run_series("g-mid", ["k3_kl", "ent", "absent"], max_points=50)
+    page = query.series.run_series(EVERY, "g-mid", ["k3_kl", "ent", "absent"], max_points=50)
     assert sorted(page) == ["ent", "k3_kl"] and page["ent"].source == "rollout"
 
 
 def test_a_grid_read_refuses_what_it_cannot_answer(
-    services: tuple[IngestService, QueryService],
+    services: tuple[IngestService, Reads],
 ) -> None:
     ingest, query = services
     _load(ingest, "g1", np.ones(10))
     with pytest.raises(NotFound, match="no run 'nope'"):
-        query.series_grid(["g1", "nope"], ["k3_kl"])
+        query.series.series_grid(EVERY, ["g1", "nope"], ["k3_kl"])
     with pytest.raises(NotFound):
-        query.series_grid(["g1"], ["k3_kl"], projects=["elsewhere"])
+        query.series.series_grid(ReadScope.of(["elsewhere"]), ["g1"], ["k3_kl"])
     with pytest.raises(Rejected, match="at most"):
-        query.series_grid(["g1"] * 201, ["k3_kl"])
+        query.series.series_grid(EVERY, ["g1"] * 201, ["k3_kl"])
 
 
 def test_reads_of_one_series_in_different_windows_stay_apart(
-    services: tuple[IngestService, QueryService], database: Database
+    services: tuple[IngestService, Reads], database: Database
 ) -> None:
     ingest, _ = services
     _load(ingest, "w", np.random.default_rng(5).lognormal(-7, 1, 20_000))
@@ -267,28 +274,28 @@ def test_reads_of_one_series_in_different_windows_stay_apart(
 
 
 def test_a_live_view_extends_the_buckets_it_holds(
-    services: tuple[IngestService, QueryService], database: Database
+    services: tuple[IngestService, Reads], database: Database
 ) -> None:
     ingest, query = services
     values = np.random.default_rng(2).lognormal(-7, 1, 10_000)
     _load(ingest, "live", values[:9_000])
     compaction.compact(database)
     _load(ingest, "live", values, start=9_000)  # the last steps still hot
-    view = query.series("live", "k3_kl", max_points=1000)
+    view = query.series.series(EVERY, "live", "k3_kl", max_points=1000)
     width = view.bucket_steps
     assert width == 16
     start = view.points[-5].step // width * width
-    tail = query.series("live", "k3_kl", step_min=start, bucket_steps=width)
+    tail = query.series.series(EVERY, "live", "k3_kl", step_min=start, bucket_steps=width)
     assert tail.points == view.points[-5:]
-    odd = query.series("live", "k3_kl", step_min=101, step_max=180, bucket_steps=20)
+    odd = query.series.series(EVERY, "live", "k3_kl", step_min=101, step_max=180, bucket_steps=20)
     assert [p.step for p in odd.points] == [101, 120, 140, 160, 180]
     assert odd.points[0].mean == pytest.approx(values[101:120].mean())
     with pytest.raises(Rejected, match="narrow the range or widen the buckets"):
-        query.series("live", "k3_kl", bucket_steps=2, max_points=100)
+        query.series.series(EVERY, "live", "k3_kl", bucket_steps=2, max_points=100)
 
 
 def test_trends_are_each_runs_series_in_a_few_buckets(
-    services: tuple[IngestService, QueryService], database: Database
+    services: tuple[IngestService, Reads], database: Database
 ) -> None:
     ingest, query = services
     rng = np.random.default_rng(8)
@@ -301,12 +308,14 @@ def test_trends_are_each_runs_series_in_a_few_buckets(
     with database.write() as conn:
         conn.exec_driver_sql("UPDATE runs SET last_seen = 0, created_at = 0 WHERE id = 't-gone'")
     retention.drop_raw(database, older_than_s=3600.0)  # only the run dated to 1970, however slow
-    found = query.trends(["t-long", "t-short", "t-gone", "t-none"], metric="k3_kl", points=30)
+    found = query.runs.trends(
+        EVERY, ["t-long", "t-short", "t-gone", "t-none"], metric="k3_kl", points=30
+    )
     assert sorted(found) == ["t-gone", "t-long", "t-short"]
     for run_id, trend in found.items():
         want = [
             math.nan if p.mean is None else p.mean
-            for p in query.series(run_id, "k3_kl", max_points=30).points
+            for p in query.series.series(EVERY, run_id, "k3_kl", max_points=30).points
         ]
         assert 2 <= len(trend) <= 30
         np.testing.assert_allclose(trend, want)

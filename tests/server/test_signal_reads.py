@@ -148,8 +148,9 @@ def test_metrics_exports_each_live_runs_headline_with_its_signal(server: Any) ->
 
 def test_headlines_and_the_k3_sort_agree_on_both_databases(migrated_db: Any) -> None:
     from server.auth import OPEN
+    from server.domain.reads.scope import ReadScope
     from server.services.ingest import IngestService
-    from server.services.query import QueryService
+    from server.services.reads import Reads
     from tests.factories import ingest_batch
 
     ingest = IngestService(migrated_db)
@@ -161,10 +162,10 @@ def test_headlines_and_the_k3_sort_agree_on_both_databases(migrated_db: Any) -> 
     ):
         ingest.ingest(ingest_batch(run), OPEN)
     ingest.close()
-    query = QueryService(migrated_db)
-    page = query.runs_page(project="signals", sort="k3", descending=True)
-    assert [r.id for r in page.data] == ["k3", "trl", "slime", "plain"]
-    assert {r.id: r.headline.metric for r in page.data if r.headline} == {
+    query = Reads.over(migrated_db)
+    page = query.runs.runs_page(ReadScope.EVERY, project="signals", sort="k3", descending=True)
+    assert [r.id for r in page.runs] == ["k3", "trl", "slime", "plain"]
+    assert {r.id: r.headline.metric for r in page.runs if r.headline} == {
         "k3": "k3_kl",
         "trl": "abs_logp_diff_mean",
         "slime": "k3_kl_seq",

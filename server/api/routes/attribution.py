@@ -7,11 +7,10 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from server.api.bounded import AnalysisDep
-from server.api.deps import ScopeDep, ServicesDep
+from server.api.deps import ReadScopeDep, ReadsDep
 from server.api.responses import model_response
 from server.api.routes.runs import StepMax, StepMin
 from server.schemas.attribution import AttributionOut
-from server.services.attribution import AttributionService
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
@@ -19,8 +18,8 @@ router = APIRouter(prefix="/api/v1", tags=["query"])
 @router.get("/runs/{run_id}/attribution", response_model=AttributionOut)
 async def get_attribution(
     run_id: str,
-    services: ServicesDep,
-    scope: ScopeDep,
+    reads: ReadsDep,
+    scope: ReadScopeDep,
     analysis: AnalysisDep,
     step_min: StepMin = None,
     step_max: StepMax = None,
@@ -29,10 +28,9 @@ async def get_attribution(
     (mean offset, update-aligned jump, bucket slope, lag tracking, GPU contrast, level), each
     with its figure, verdict and sentence, and hypotheses ranked by score, with the recorded
     settings that raised or lowered each (shown, never required)."""
-    service = AttributionService(services.query, services.db)
     found = await analysis.run(
-        lambda deadline: service.attribution(
-            run_id, step_min=step_min, step_max=step_max, projects=scope, deadline=deadline
+        lambda deadline: reads.attribution.attribution(
+            scope, run_id, step_min=step_min, step_max=step_max, deadline=deadline
         )
     )
     return model_response(found)

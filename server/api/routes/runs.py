@@ -7,22 +7,22 @@ and their work stops when the client goes away or the server stops."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 from starlette.responses import HTMLResponse, Response
 
-from dashboard.query import QueryLike
-from dashboard.report import hardware_report
 from server.analysis.comparison import MAX_N_BOOT
 from server.api.bounded import AnalysisDep
-from server.api.deps import QueryDep, ReaderDep, ScopeDep
+from server.api.deps import ReaderDep, ReadScopeDep, ReadsDep
+from server.api.read_outs import hardware_out, listed, out, run_page_out
 from server.api.responses import model_response
 from server.auth import Principal
-from server.deadlines import Deadline
 from server.domain.names import ExemplarKind, RunKind
 from server.domain.names import RunSort as Sort
+from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
+from server.reports.hardware import hardware_report
 from server.schemas.hardware import HardwareComparisonOut
 from server.schemas.query import (
     BucketRowOut,
@@ -34,7 +34,6 @@ from server.schemas.query import (
     RunPageOut,
     SeriesOut,
 )
-from server.services.query import QueryService
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
@@ -57,14 +56,14 @@ BucketSteps = Annotated[
 
 
 @router.get("/projects", response_model=ListOut[str])
-def list_projects(query: QueryDep, principal: ReaderDep) -> ListOut[str]:
-    data = query.projects(projects=principal.readable_projects())
+def list_projects(reads: ReadsDep, principal: ReaderDep) -> ListOut[str]:
+    data = reads.runs.projects(ReadScope.of(principal.readable_projects()))
     return ListOut(data=data, count=len(data))
 
 
 @router.get("/runs", response_model=RunPageOut)
 def list_runs(
-    query: QueryDep,
+    reads: ReadsDep,
     principal: ReaderDep,
     project: Annotated[str | None, Query(max_length=128)] = None,
     label: Annotated[
@@ -93,7 +92,8 @@ def list_runs(
 ) -> Response:
     """A page of runs, most recently active first unless sorted otherwise; `next_cursor`
     continues in the same order (runs that arrive meanwhile do not shift the pages)."""
-    page = query.runs_page(
+    page = reads.runs.runs_page(
+        ReadScope.of(principal.readable_projects()),
         project=project,
         label=label,
         tag=tag,
@@ -103,15 +103,14 @@ def list_runs(
         cursor=cursor,
         limit=limit,
         kind=kind,
-        projects=principal.readable_projects(),
     )
-    return model_response(page)
+    return model_response(run_page_out(page))
 
 
 @router.get("/trends", response_model=dict[str, list[float]])
 def get_trends(
-    query: QueryDep,
-    scope: ScopeDep,
+    reads: ReadsDep,
+    scope: ReadScopeDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
     metric: Annotated[
         str | None,
@@ -125,26 +124,25 @@ def get_trends(
     ids = _split(runs, "runs", "run ids")
     if len(ids) > 500:
         raise Rejected("at most 500 runs at once")
-    return query.trends(ids, metric=metric, points=points, projects=scope)
+    return reads.runs.trends(scope, ids, metric=metric, points=points)
 
 
 @router.get("/runs/{run_id}", response_model=RunDetailOut)
-def get_run(run_id: str, query: QueryDep, scope: ScopeDep) -> RunDetailOut:
+def get_run(run_id: str, reads: ReadsDep, scope: ReadScopeDep) -> RunDetailOut:
     """Config, actors, GPU types, last step, latest canonical values and annotations."""
-    return query.get_run(run_id, projects=scope)
+    return out(RunDetailOut, reads.runs.get_run(scope, run_id))
 
 
 @router.get("/runs/{run_id}/metrics", response_model=ListOut[MetricOut])
-def list_metrics(run_id: str, query: QueryDep, scope: ScopeDep) -> ListOut[MetricOut]:
-    data = query.list_metrics(run_id, projects=scope)
-    return ListOut(data=data, count=len(data))
+def list_metrics(run_id: str, reads: ReadsDep, scope: ReadScopeDep) -> ListOut[MetricOut]:
+    return listed(MetricOut, reads.runs.list_metrics(scope, run_id))
 
 
 @router.get("/runs/{run_id}/series", response_model=SeriesOut)
 async def get_series(
     run_id: str,
-    query: QueryDep,
-    scope: ScopeDep,
+    reads: ReadsDep,
+    scope: ReadScopeDep,
     analysis: AnalysisDep,
     metric: Name,
     source: Source = None,
@@ -156,17 +154,20 @@ async def get_series(
 ) -> Response:
     """Downsampled into at most `max_points` step buckets, each with min, max, mean and last
     over its finite values and counts of NaN/±Inf: a one-step spike is never lost."""
-    series = await analysis.run(
-        lambda _: query.series(
-            run_id,
-            metric,
-            source=source,
-            actor=actor,
-            step_min=step_min,
-            step_max=step_max,
-            max_points=max_points,
-            bucket_steps=bucket_steps,
-            projects=scope,
+    series = await analysis.run(  # mapped to the HTTP model off the event loop too
+        lambda _: out(
+            SeriesOut,
+            reads.series.series(
+                scope,
+                run_id,
+                metric,
+                source=source,
+                actor=actor,
+                step_min=step_min,
+                step_max=step_max,
+                max_points=max_points,
+                bucket_steps=bucket_steps,
+            ),
         )
     )
     return model_response(series)
@@ -181,8 +182,8 @@ def _split(text: str, param: str, what: str) -> list[str]:
 
 @router.get("/series", response_model=ListOut[SeriesOut])
 async def overlay_series(
-    query: QueryDep,
-    scope: ScopeDep,
+    reads: ReadsDep,
+    scope: ReadScopeDep,
     analysis: AnalysisDep,
     runs: Annotated[str, Query(min_length=1, max_length=10_000, description="a,b,c")],
     metric: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
@@ -208,47 +209,45 @@ async def overlay_series(
     run_ids = _split(runs, "runs", "run ids")
     names = [metric] if metric is not None else _split(metrics or "", "metrics", "metric names")
     data = await analysis.run(
-        lambda _: query.series_grid(
-            run_ids,
-            names,
-            source=source,
-            step_min=step_min,
-            step_max=step_max,
-            max_points=max_points,
-            bucket_steps=bucket_steps,
-            projects=scope,
+        lambda _: listed(
+            SeriesOut,
+            reads.series.series_grid(
+                scope,
+                run_ids,
+                names,
+                source=source,
+                step_min=step_min,
+                step_max=step_max,
+                max_points=max_points,
+                bucket_steps=bucket_steps,
+            ),
         )
     )
-    return model_response(ListOut(data=data, count=len(data)))
+    return model_response(data)
 
 
 @router.get("/runs/{run_id}/buckets", response_model=ListOut[BucketRowOut])
 def get_buckets(
     run_id: str,
-    query: QueryDep,
-    scope: ScopeDep,
+    reads: ReadsDep,
+    scope: ReadScopeDep,
     step_min: StepMin = None,
     step_max: StepMax = None,
     group_by: Literal["none", "gpu", "actor"] = "none",
     basis: Literal["rollout", "trainer"] = "rollout",
 ) -> Response:
     """Token-probability bucket sums over a step range, per GPU or actor if asked."""
-    data = query.buckets(
-        [run_id],
-        step_min=step_min,
-        step_max=step_max,
-        group_by=group_by,
-        basis=basis,
-        projects=scope,
+    data = reads.series.buckets(
+        scope, [run_id], step_min=step_min, step_max=step_max, group_by=group_by, basis=basis
     )
-    return model_response(ListOut(data=data, count=len(data)))
+    return model_response(listed(BucketRowOut, data))
 
 
 @router.get("/runs/{run_id}/exemplars", response_model=ListOut[ExemplarOut])
 async def get_exemplars(
     run_id: str,
-    query: QueryDep,
-    scope: ScopeDep,
+    reads: ReadsDep,
+    scope: ReadScopeDep,
     analysis: AnalysisDep,
     step_min: StepMin = None,
     step_max: StepMax = None,
@@ -261,33 +260,31 @@ async def get_exemplars(
     """The run's token exemplars over a step range, largest |d| = |trainer - rollout logprob|
     first (NaN and ±Inf first of all): the worst tokens, with their position and context."""
     data = await analysis.run(
-        lambda _: query.exemplars(
-            run_id, step_min=step_min, step_max=step_max, kind=kind, limit=limit, projects=scope
+        lambda _: listed(
+            ExemplarOut,
+            reads.runs.exemplars(
+                scope, run_id, step_min=step_min, step_max=step_max, kind=kind, limit=limit
+            ),
         )
     )
-    return model_response(ListOut(data=data, count=len(data)))
+    return model_response(data)
 
 
 @router.get("/runs/{run_id}/bucket-steps", response_model=ListOut[BucketStepOut])
 def get_bucket_steps(
     run_id: str,
-    query: QueryDep,
-    scope: ScopeDep,
+    reads: ReadsDep,
+    scope: ReadScopeDep,
     step_min: StepMin = None,
     step_max: StepMax = None,
     basis: Literal["rollout", "trainer"] = "rollout",
     max_points: Annotated[int, Query(ge=1, le=2000)] = 200,
 ) -> Response:
     """Bucket × step-block sums, for heatmaps."""
-    data = query.bucket_steps(
-        run_id,
-        step_min=step_min,
-        step_max=step_max,
-        basis=basis,
-        max_points=max_points,
-        projects=scope,
+    data = reads.series.bucket_steps(
+        scope, run_id, step_min=step_min, step_max=step_max, basis=basis, max_points=max_points
     )
-    return model_response(ListOut(data=data, count=len(data)))
+    return model_response(listed(BucketStepOut, data))
 
 
 HardwareMetric = Annotated[
@@ -326,17 +323,9 @@ class HardwareAsk:
     group_by: str | None
     n_boot: int
 
-    def arguments(self, principal: Principal) -> dict[str, Any]:
-        """Keyword arguments of `hardware_comparison`, within what `principal` may read."""
-        return {
-            "metric": self.metric,
-            "run_ids": self.run_ids,
-            "project": self.project,
-            "label": self.label,
-            "group_by": self.group_by,
-            "n_boot": self.n_boot,
-            "projects": principal.narrowed(self.project),
-        }
+    def scope(self, principal: Principal) -> ReadScope:
+        """What `principal` may read, narrowed to the project asked for."""
+        return ReadScope.of(principal.narrowed(self.project))
 
 
 def hardware_ask(
@@ -356,43 +345,46 @@ HardwareAskDep = Annotated[HardwareAsk, Depends(hardware_ask)]
 
 @router.get("/hardware", response_model=HardwareComparisonOut)
 async def get_hardware(
-    query: QueryDep, principal: ReaderDep, analysis: AnalysisDep, ask: HardwareAskDep
+    reads: ReadsDep, principal: ReaderDep, analysis: AnalysisDep, ask: HardwareAskDep
 ) -> Response:
     """A metric per GPU type over the selected runs (`data`, pooled), and like for like: the
     group of runs that share the compared settings, ratios of medians between GPU types with
     block-bootstrap intervals, and the runs left out with the setting that keeps them out.
     A group spanning more than 12 GPU types is refused (422) with how to narrow it."""
-    data = await analysis.run(
-        lambda deadline: query.hardware_comparison(**ask.arguments(principal), deadline=deadline)
+    found = await analysis.run(
+        lambda deadline: hardware_out(
+            reads.hardware.comparison(
+                ask.scope(principal),
+                metric=ask.metric,
+                run_ids=ask.run_ids,
+                project=ask.project,
+                label=ask.label,
+                group_by=ask.group_by,
+                n_boot=ask.n_boot,
+                deadline=deadline,
+            )
+        )
     )
-    return model_response(data)
+    return model_response(found)
 
 
 @router.get("/hardware/report", response_class=HTMLResponse)
 async def get_hardware_report(
-    query: QueryDep, principal: ReaderDep, analysis: AnalysisDep, ask: HardwareAskDep
+    reads: ReadsDep, principal: ReaderDep, analysis: AnalysisDep, ask: HardwareAskDep
 ) -> HTMLResponse:
     """The same comparison as one self-contained HTML page (figures and plotly.js inlined), for
     a write-up or an incident review."""
     page = await analysis.run(
         lambda deadline: hardware_report(
-            cast(QueryLike, _Bounded(query, deadline)), **ask.arguments(principal)
+            reads,
+            ask.scope(principal),
+            metric=ask.metric,
+            run_ids=ask.run_ids,
+            project=ask.project,
+            label=ask.label,
+            group_by=ask.group_by,
+            n_boot=ask.n_boot,
+            deadline=deadline,
         )
     )
     return HTMLResponse(page)
-
-
-class _Bounded:
-    """The query layer as the report page reads it, with this request's deadline: the
-    comparison takes it, and each other read checks it first."""
-
-    def __init__(self, query: QueryService, deadline: Deadline) -> None:
-        self._query = query
-        self._deadline = deadline
-
-    def hardware_comparison(self, **kwargs: Any) -> HardwareComparisonOut:
-        return self._query.hardware_comparison(**kwargs, deadline=self._deadline)
-
-    def __getattr__(self, name: str) -> Any:
-        self._deadline.check()
-        return getattr(self._query, name)

@@ -9,17 +9,18 @@ the plot, right-aligned, clear of every axis title.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
-from dashboard.figures.buckets import bucket_label, per_bucket
-from dashboard.figures.empty import BUCKETS_HINT, empty_figure
-from dashboard.figures.legend import LEGEND_ON_TOP
-from dashboard.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
-from dashboard.figures.text import safe
-from dashboard.palette import color
+from server.domain.reads.hardware import HardwareRow, Pair
+from server.domain.reads.series import BucketRow
+from server.figures.buckets import bucket_label, per_bucket
+from server.figures.empty import BUCKETS_HINT, empty_figure
+from server.figures.legend import LEGEND_ON_TOP
+from server.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
+from server.figures.palette import color
+from server.figures.text import safe
 
 
 def gpu_colors(gpus: Iterable[str]) -> dict[str, str]:
@@ -27,25 +28,25 @@ def gpu_colors(gpus: Iterable[str]) -> dict[str, str]:
     return {gpu: color(i) for i, gpu in enumerate(sorted(set(gpus)))}
 
 
-def hardware_figure(rows: Sequence[dict[str, Any]], *, metric: str = "k3_kl") -> go.Figure:
+def hardware_figure(rows: Sequence[HardwareRow], *, metric: str = "k3_kl") -> go.Figure:
     """One box per GPU type at its own category (its name), quartiles and 5–95% whiskers."""
-    colors = gpu_colors(row["gpu"] for row in rows)
+    colors = gpu_colors(row.gpu for row in rows)
     fig = go.Figure()
     for row in rows:
-        if row.get("median") is None:
+        if row.median is None:
             continue
-        counts = f"{row['steps']} steps · {row['actors']} actors · {row['runs']} runs"
+        counts = f"{row.steps} steps · {row.actors} actors · {row.runs} runs"
         fig.add_trace(
             go.Box(
-                x=[safe(row["gpu"])],
-                name=safe(row["gpu"]),
-                q1=[row["q1"]],
-                median=[row["median"]],
-                q3=[row["q3"]],
-                lowerfence=[row["p05"]],
-                upperfence=[row["p95"]],
-                mean=[row["mean"]],
-                marker_color=colors[row["gpu"]],
+                x=[safe(row.gpu)],
+                name=safe(row.gpu),
+                q1=[row.q1],
+                median=[row.median],
+                q3=[row.q3],
+                lowerfence=[row.p05],
+                upperfence=[row.p95],
+                mean=[row.mean],
+                marker_color=colors[row.gpu],
                 boxpoints=False,
                 hovertext=counts,
             )
@@ -62,24 +63,28 @@ def hardware_figure(rows: Sequence[dict[str, Any]], *, metric: str = "k3_kl") ->
     return fig
 
 
-def ratio_figure(pairs: Sequence[dict[str, Any]], *, metric: str = "k3_kl") -> go.Figure:
+def ratio_figure(pairs: Sequence[Pair], *, metric: str = "k3_kl") -> go.Figure:
     """Each pair's ratio of medians with its interval, on a log axis with 1 (no difference)
     marked: an interval that crosses the line does not tell the GPU types apart."""
-    shown = [p for p in pairs if p.get("ratio") is not None]
-    labels = [f"{safe(p['a'])} / {safe(p['b'])}" for p in shown]
+    shown = [
+        (p, p.ratio, p.ci_low, p.ci_high)
+        for p in pairs
+        if p.ratio is not None and p.ci_low is not None and p.ci_high is not None
+    ]
+    labels = [f"{safe(p.a)} / {safe(p.b)}" for p, *_ in shown]
     fig = go.Figure(
         go.Scatter(
-            x=[p["ratio"] for p in shown],
+            x=[ratio for _, ratio, _, _ in shown],
             y=labels,
             mode="markers",
             marker={"size": 10, "color": color(0)},
             error_x={
                 "type": "data",
                 "symmetric": False,
-                "array": [p["ci_high"] - p["ratio"] for p in shown],
-                "arrayminus": [p["ratio"] - p["ci_low"] for p in shown],
+                "array": [high - ratio for _, ratio, _, high in shown],
+                "arrayminus": [ratio - low for _, ratio, low, _ in shown],
             },
-            hovertext=[safe(p["sentence"]) for p in shown],
+            hovertext=[safe(p.sentence) for p, *_ in shown],
             hoverinfo="text",
             name="ratio",
         )
@@ -97,7 +102,7 @@ def ratio_figure(pairs: Sequence[dict[str, Any]], *, metric: str = "k3_kl") -> g
     return fig
 
 
-def bucket_curves_figure(rows: Sequence[dict[str, Any]], *, value: str = "mean_k3") -> go.Figure:
+def bucket_curves_figure(rows: Sequence[BucketRow], *, value: str = "mean_k3") -> go.Figure:
     """Mismatch per token-probability bucket, one line per GPU type (bucket rows grouped by
     GPU): where in the probability range the GPU types differ. Without rows, which collector
     call sends buckets."""
@@ -107,8 +112,8 @@ def bucket_curves_figure(rows: Sequence[dict[str, Any]], *, value: str = "mean_k
     colors = gpu_colors(groups)
     fig = go.Figure()
     for gpu, buckets in sorted(groups.items()):
-        labels = [bucket_label(b["lo"], b["hi"]) for b in buckets]
-        ys = np.array([b[value] for b in buckets], dtype=np.float64)
+        labels = [bucket_label(b.lo, b.hi) for b in buckets]
+        ys = np.array([getattr(b, value) for b in buckets], dtype=np.float64)
         floor = nonpositive(ys)
         if floor.any():  # a bucket with a mean of 0: a marker at the floor, not a plunge
             fig.add_trace(
@@ -127,7 +132,7 @@ def bucket_curves_figure(rows: Sequence[dict[str, Any]], *, value: str = "mean_k
                 mode="lines+markers",
                 name=safe(gpu),
                 line={"color": colors[gpu]},
-                hovertext=[f"{int(b['tokens'])} tokens" for b in buckets],
+                hovertext=[f"{int(b.tokens)} tokens" for b in buckets],
             )
         )
     fig.update_layout(

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dashboard.figures.empty import empty_figure
-from dashboard.figures.text import safe
-from dashboard.palette import color
+from server.figures.empty import empty_figure
+from server.figures.palette import color
+from server.figures.text import safe
 
 DENSITY_ABOVE = 2000
 """More tokens than this in one chart: a density instead of points (a scatter of tens of

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
 
 import plotly.io as pio
 
-from dashboard.figures.hardware import bucket_curves_figure, hardware_figure, ratio_figure
-from dashboard.query import QueryLike, dump
+from server.deadlines import Deadline
+from server.domain.reads.hardware import HardwareComparison
+from server.domain.reads.scope import ReadScope
+from server.domain.reads.series import BucketRow
+from server.figures.hardware import bucket_curves_figure, hardware_figure, ratio_figure
+from server.services.reads import Reads
 
 STYLE = (
     "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;"
@@ -23,11 +26,9 @@ STYLE = (
 )
 
 
-GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
-
-
 def hardware_report(
-    query: QueryLike,
+    reads: Reads,
+    scope: ReadScope,
     *,
     metric: str | None = None,
     run_ids: Sequence[str] | None = None,
@@ -35,24 +36,24 @@ def hardware_report(
     label: str | None = None,
     group_by: str | None = None,
     n_boot: int = 1000,
-    projects: Sequence[str] | None = None,
+    deadline: Deadline | None = None,
 ) -> str:
-    """Read the comparison (and the group's bucket sums) and render the page."""
-    found = dump(
-        query.hardware_comparison(
-            metric=metric,
-            run_ids=run_ids,
-            project=project,
-            label=label,
-            group_by=group_by,
-            n_boot=n_boot,
-            projects=projects,
-        )
+    """Read the comparison (and the group's bucket sums) as `scope` may, and render the page;
+    `deadline` bounds the comparison and is checked before the bucket read."""
+    found = reads.hardware.comparison(
+        scope,
+        metric=metric,
+        run_ids=run_ids,
+        project=project,
+        label=label,
+        group_by=group_by,
+        n_boot=n_boot,
+        deadline=deadline,
     )
-    group = found["groups"][0] if found["groups"] else None
-    bucket_rows = (
-        dump(query.buckets(group["run_ids"], group_by="gpu", projects=projects)) if group else []
-    )
+    group = found.group
+    if deadline is not None:
+        deadline.check()
+    bucket_rows = reads.series.buckets(scope, group.run_ids, group_by="gpu") if group else []
     selection = ", ".join(
         f"{k}={v}"
         for k, v in (("project", project), ("runs", ",".join(run_ids or [])), ("label", label))
@@ -61,7 +62,7 @@ def hardware_report(
     return render(found, bucket_rows, selection=selection or "every readable run")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(_text(v))}</td>" for v in row) + "</tr>" for row in rows
@@ -69,7 +70,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A cell: numbers to 3 significant digits, an unset value as a dash (never "None")."""
     if value is None:
         return "—"
@@ -78,56 +79,44 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def render(found: dict[str, Any], bucket_rows: Sequence[dict[str, Any]], *, selection: str) -> str:
-    """The page from a comparison (`HardwareComparisonOut` as a dict) and its bucket rows."""
-    metric = found["metric"]
-    group = found["groups"][0] if found["groups"] else None
+def render(found: HardwareComparison, bucket_rows: Sequence[BucketRow], *, selection: str) -> str:
+    """The page from a comparison and its group's bucket rows."""
+    metric = found.metric
+    group = found.group
     parts = [
         f"<h1>Hardware post-mortem: {html.escape(metric)}</h1>",
-        f"<p>Runs: {html.escape(selection)} · compared on: {html.escape(found['group_by'])}</p>",
-        f"<p>{html.escape(found['note'])}</p>",
+        f"<p>Runs: {html.escape(selection)} · compared on: {html.escape(found.group_by)}</p>",
+        f"<p>{html.escape(found.note)}</p>",
     ]
     figures = []
     if group is not None:
-        settings = [(s["key"], s["value"]) for s in group["settings"]]
         parts.append("<h2>Differences</h2><ul>")
-        parts += [f"<li>{html.escape(p['sentence'])}</li>" for p in group["pairs"]]
+        parts += [f"<li>{html.escape(p.sentence)}</li>" for p in group.pairs]
         parts.append("</ul>")
         parts.append("<h2>GPU types</h2>")
         parts.append(
             _table(
                 ("GPU", "runs", "segments", "steps", "non-finite", "median", "p95"),
                 [
-                    (
-                        g["gpu"],
-                        g["runs"],
-                        g["segments"],
-                        g["steps"],
-                        g["nonfinite"],
-                        g["median"],
-                        g["p95"],
-                    )
-                    for g in group["gpus"]
+                    (g.gpu, g.runs, g.segments, g.steps, g.nonfinite, g.median, g.p95)
+                    for g in group.gpus
                 ],
             )
         )
         parts.append("<h2>Settings shared by the compared runs</h2>")
-        parts.append(_table(("setting", "value"), settings))
+        parts.append(_table(("setting", "value"), [(s.key, s.value) for s in group.settings]))
         figures = [
-            ratio_figure(group["pairs"], metric=metric),
-            hardware_figure(group["distribution"], metric=metric),
+            ratio_figure(group.pairs, metric=metric),
+            hardware_figure(group.distribution, metric=metric),
             bucket_curves_figure(bucket_rows),
         ]
     parts.append("<h2>Runs left out</h2>")
     parts.append(
         _table(
             ("run", "name", "GPU", "setting", "its value", "the group's"),
-            [
-                (e["run_id"], e["name"], e["gpu"], e["setting"], e["value"], e["group_value"])
-                for e in found["excluded"]
-            ],
+            [(e.run_id, e.name, e.gpu, e.setting, e.value, e.group_value) for e in found.excluded],
         )
-        if found["excluded"]
+        if found.excluded
         else "<p>Every selected run is in the comparison.</p>"
     )
     for index, fig in enumerate(figures):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from dashboard.figures.text import safe
+from server.figures.text import safe
 
 BUCKETS_HINT = (
     "No token-probability buckets here yet.<br>"

@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 import plotly.io as pio
 
-from dashboard.analysis import ema, running_mean
-from dashboard.figures.legend import LEGEND_ON_TOP
-from dashboard.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
-from dashboard.figures.text import safe
-from dashboard.palette import NONFINITE, color, faint
+from server.domain.reads.runs import GpuSegment
 from server.domain.series import bucket_value, has_nonfinite
+from server.figures.analysis import ema, running_mean
+from server.figures.legend import LEGEND_ON_TOP
+from server.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
+from server.figures.palette import NONFINITE, color, faint
+from server.figures.points import Mark, Note, Point
+from server.figures.text import safe
 
-Point = dict[str, Any]
 Figure = dict[str, Any]
 Trace = dict[str, Any]
 
@@ -199,9 +200,9 @@ def series_figure(
     x_axis: str = "step",
     smoothing: str = "none",
     weight: float = 0.6,
-    annotations: Sequence[dict[str, Any]] = (),
-    alerts: Sequence[dict[str, Any]] = (),
-    segments: Sequence[dict[str, Any]] = (),
+    annotations: Sequence[Note] = (),
+    alerts: Sequence[Mark] = (),
+    segments: Sequence[GpuSegment] = (),
     height: int = 300,
     x_title: str | None = None,
 ) -> Figure:
@@ -216,32 +217,32 @@ def series_figure(
     shapes: list[dict[str, Any]] = []
     if x_axis == "step":
         shapes += segment_bands(segments)
-        noted = [n for n in annotations if n.get("step") is not None]
-        for note in noted:
-            dash = "dot" if note.get("kind") == "weight_update" else "dash"
-            shapes.append(vline(note["step"], {"color": "#999999", "dash": dash, "width": 1}))
+        noted = [(n.step, n) for n in annotations if n.step is not None]
+        for step, note in noted:
+            dash = "dot" if note.kind == "weight_update" else "dash"
+            shapes.append(vline(step, {"color": "#999999", "dash": dash, "width": 1}))
         if noted:
             traces.append(
                 _marks(
-                    [n["step"] for n in noted],
+                    [step for step, _ in noted],
                     0,
                     "triangle-up",
                     9,
                     "#999999",
                     "annotations",
-                    [safe(n["text"])[:300] for n in noted],
+                    [safe(n.text)[:300] for _, n in noted],
                 )
             )
         if alerts:
             traces.append(
                 _marks(
-                    [a["step"] for a in alerts],
+                    [a.step for a in alerts],
                     1,
                     "diamond",
                     11,
                     "#D55E00",
                     "alarms",
-                    [safe(f"{a.get('rule', '')}: {a.get('state', '')}") for a in alerts],
+                    [safe(f"{a.rule}: {a.state}") for a in alerts],
                 )
             )
     return figure(
@@ -289,25 +290,25 @@ def _title(title: str, subtitle: str) -> str:
     return f"{safe(title)}<br><span style='font-size:11px;color:#555'>{safe(subtitle)}</span>"
 
 
-def segment_bands(segments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def segment_bands(segments: Sequence[GpuSegment]) -> list[dict[str, Any]]:
     """Shaded step ranges, one colour per GPU type (by name order among the run's GPU types),
     drawn only when the run has more than one segment: one GPU throughout needs no shading."""
     if len(segments) < 2:
         return []
-    order = {gpu: i for i, gpu in enumerate(sorted({s["gpu"] for s in segments}))}
+    order = {gpu: i for i, gpu in enumerate(sorted({s.gpu for s in segments}))}
     return [
         {
             "type": "rect",
             "xref": "x",
             "yref": "paper",
-            "x0": s["first_step"] - 0.5,
-            "x1": s["last_step"] + 0.5,
+            "x0": s.first_step - 0.5,
+            "x1": s.last_step + 0.5,
             "y0": 0,
             "y1": 1,
-            "fillcolor": faint(color(order[s["gpu"]]), 0.12),
+            "fillcolor": faint(color(order[s.gpu]), 0.12),
             "line": {"width": 0},
             "layer": "below",
-            "name": safe(s["gpu"]),
+            "name": safe(s.gpu),
         }
         for s in segments
     ]

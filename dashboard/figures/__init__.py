@@ -1,1 +1,0 @@
-"""Figures as pure functions: rows in, `go.Figure` out (unit-tested without a browser)."""
