@@ -7,8 +7,6 @@ and bucket rows go to the hot tables; compaction sorts them into place later.
 
 from __future__ import annotations
 
-import io
-import math
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +19,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from server.domain.records import BucketTable, RecordKey
+from server.storage import pg_points
 from server.storage import tables as t
 from server.storage.db import Database, raw_duckdb
 from server.storage.notes import chunks
@@ -236,7 +235,7 @@ def points(
     times: list[float],
 ) -> None:
     """Columnar append of values (with their step's wall time) to the hot table: an Arrow scan
-    into DuckDB, COPY into PostgreSQL."""
+    into DuckDB, COPY into PostgreSQL's partitioned values table (`pg_points`)."""
     if db.is_duckdb:
         table = pa.table(
             {
@@ -249,17 +248,4 @@ def points(
         with _registered(conn, "points", table) as (raw, name):
             raw.execute(f"INSERT INTO points_hot SELECT series_id, step, value, time FROM {name}")
         return
-    driver: Any = conn.connection.driver_connection
-    with driver.cursor().copy("COPY points_hot (series_id, step, value, time) FROM STDIN") as copy:
-        buf = io.StringIO()
-        for sid, step, value, tm in zip(sids, steps, values, times, strict=True):
-            buf.write(f"{sid}\t{step}\t{_pg_float(value)}\t{tm!r}\n")
-        copy.write(buf.getvalue())
-
-
-def _pg_float(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return repr(value)
+    pg_points.write(conn, db, sids, steps, values, times)  # once, into the open chunk

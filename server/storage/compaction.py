@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from server.storage import downsampling, sql
+from server.storage import downsampling, pg_points, rollup_upsert, sql
 from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.storage")
@@ -59,8 +59,19 @@ class CompactionResult:
 
 
 def compact(db: Database, *, merge: bool = True) -> CompactionResult:
-    """Move everything in the hot tables into a new chunk; then merge chunks where due."""
+    """Move everything in the hot tables into a new chunk; then merge chunks where due. On
+    PostgreSQL values are not moved: their rollups are upserted and the watermark raised
+    (`pg_points`)."""
     result = CompactionResult()
+    if not db.is_duckdb:
+        opened = pg_points.seal(db)
+        with db.maintain() as conn:
+            sealed = pg_points.sealed_since(conn, opened)
+            result.points = rollup_upsert.roll_up(conn, sealed)
+            if result.points:
+                _catalog(conn, sealed.last, "points", result.points)
+            result.buckets = _move_buckets(conn, sealed.last)
+        return result
     with db.maintain() as conn:
         chunk = int(conn.execute(sa.text("SELECT nextval('chunk_id_seq')")).scalar_one())
         result.points = _move_points(conn, db.dialect, chunk)
@@ -185,7 +196,8 @@ def _catalog(conn: Connection, chunk: int, kind: str, rows: int, level: int = 0)
     conn.execute(
         sa.text(
             "INSERT INTO chunks (id, kind, level, rows, created_at) "
-            "VALUES (:id, :kind, :level, :rows, :now)"
+            "VALUES (:id, :kind, :level, :rows, :now) "
+            "ON CONFLICT (id, kind) DO UPDATE SET rows = chunks.rows + excluded.rows"
         ),
         {"id": chunk, "kind": kind, "level": level, "rows": rows, "now": time.time()},
     )
