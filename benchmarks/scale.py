@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -277,19 +278,38 @@ def prepare(
     db_url: str, runs: int, steps: int, say: Callable[[str], None], cache: Path | None
 ) -> float:
     """Build the database (seconds taken); with a cache folder, build it there once and measure
-    a copy of it (measuring writes to it)."""
+    a copy of it (measuring writes to it). On PostgreSQL the kept database lives in the same
+    server, named after the cache folder, and the copy is made from it as a template."""
     if cache is None:
         build_s = build(db_url, runs, steps, say)
         say(f"  built {runs} runs in {build_s:.0f} s")
         return build_s
-    kept = cache / f"scale-{runs}x{steps}.duckdb"
-    stamp = kept.with_suffix(".build_s")
+    cache.mkdir(parents=True, exist_ok=True)
+    postgres = not db_url.endswith(".duckdb")
+    name = f"kept_{re.sub(r'[^a-z0-9]', '_', cache.name.lower())}_{runs}x{steps}"
+    kept = _pg_url(db_url, name) if postgres else str(cache / f"scale-{runs}x{steps}.duckdb")
+    stamp = cache / f"scale-{runs}x{steps}.build_s"
     if not stamp.exists():
-        kept.unlink(missing_ok=True)
-        build_s = build(str(kept), runs, steps, say)
+        if postgres:
+            _pg_admin(
+                db_url,
+                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+                f'CREATE DATABASE "{name}"',
+            )
+        else:
+            Path(kept).unlink(missing_ok=True)
+        build_s = build(kept, runs, steps, say)
         stamp.write_text(f"{build_s:.1f}")
     say(f"  {runs} runs: copying the database built before in {stamp.read_text()} s")
-    shutil.copyfile(kept, db_url)
+    if postgres:
+        copy = db_url.rsplit("/", 1)[1]
+        _pg_admin(
+            db_url,
+            f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)',
+            f'CREATE DATABASE "{copy}" TEMPLATE "{name}"',
+        )
+    else:
+        shutil.copyfile(kept, db_url)
     return float(stamp.read_text())
 
 
@@ -300,11 +320,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--db", default=None, help="a PostgreSQL URL (a database per size is made)")
     parser.add_argument(
-        "--cache", type=Path, default=None, help="DuckDB only: keep the built databases here"
+        "--cache",
+        type=Path,
+        default=None,
+        help="keep the built databases (DuckDB: files in this folder; PostgreSQL: databases "
+        "named after it, their build times in it) and measure copies of them",
     )
     args = parser.parse_args()
-    if args.cache is not None and args.db:
-        parser.error("--cache keeps DuckDB files; it does not apply to --db")
     sizes = [int(n) for n in args.runs.split(",")]
 
     def say(text: str) -> None:
@@ -331,17 +353,28 @@ def main() -> None:
 
 
 def _pg_db(base_url: str, runs: int) -> str:
+    name = f"scale_{runs}"
+    _pg_admin(
+        base_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"'
+    )
+    return _pg_url(base_url, name)
+
+
+def _pg_url(base_url: str, name: str) -> str:
+    return base_url.rsplit("/", 1)[0] + "/" + name
+
+
+def _pg_admin(url: str, *statements: str) -> None:
+    """Statements outside a transaction (CREATE/DROP DATABASE) on the server of `url`, from
+    its `postgres` database (a database cannot drop or copy itself)."""
     import sqlalchemy as sa
 
-    name = f"scale_{runs}"
-    engine = sa.create_engine(
-        base_url.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="AUTOCOMMIT"
-    )
+    admin = _pg_url(url, "postgres").replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        for statement in statements:
+            conn.execute(sa.text(statement))
     engine.dispose()
-    return base_url.rsplit("/", 1)[0] + "/" + name
 
 
 if __name__ == "__main__":
