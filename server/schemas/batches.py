@@ -24,7 +24,7 @@ from server.schemas.ingest import (
 )
 
 
-def parse_batch(body: bytes) -> Batch:
+def parse_batch(body: bytes | bytearray) -> Batch:
     """The batch in an ingest body: decoded by the wire decoder (compact, fast), or, for what it
     leaves to them, by the models, which raise pydantic's `ValidationError` for a bad batch."""
     try:
@@ -65,8 +65,9 @@ def to_run(run: RunIn) -> RunUpsert:
 
 
 def _wire_record(index: int, rec: RecordWire, batch: IngestWire) -> Record:
-    """A decoded record (checked and normalised by `decode_wire`: `time` and every metric value
-    are floats by now) as storage takes it; its metrics dict is handed on, not copied."""
+    """A decoded record (checked and normalised by `decode_wire`: `time` is a float by now) as
+    storage takes it; its metrics are handed on as they were decoded, a view of the batch's
+    column (`server.domain.metric_rows`), not copied."""
     exemplars = batch.exemplars.get(index)
     return Record(
         rec.run_id,
@@ -76,7 +77,7 @@ def _wire_record(index: int, rec: RecordWire, batch: IngestWire) -> Record:
         cast("float | None", rec.time),
         rec.gpu,
         rec.weight_version,
-        cast("dict[str, float]", rec.metrics),
+        batch.metrics[index],
         [_bucket_table(b) for b in batch.buckets.get(index, ())],
         [_exemplar(e) for e in exemplars] if exemplars else (),
     )

@@ -23,6 +23,7 @@ from server.storage import pg_points
 from server.storage import tables as t
 from server.storage.db import Database, raw_duckdb
 from server.storage.notes import chunks
+from server.storage.point_columns import Points
 
 SeriesKey = tuple[int, str, str, str]  # (run pk, source, actor, metric)
 StepRecord = tuple[RecordKey, float, str | None, int | None]  # key, time, gpu, weight version
@@ -38,6 +39,7 @@ _RECORD_ARROW = (
     pa.int64(),
 )
 _RECORD_PG = ("bigint[]", "text[]", "text[]", "bigint[]", "float8[]", "text[]", "bigint[]")
+PG_COPY_ROWS = 1 << 16
 
 
 @contextmanager
@@ -226,26 +228,30 @@ def bucket_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
         conn.execute(sa.insert(t.bucket_hot), chunk)
 
 
-def points(
-    conn: Connection,
-    db: Database,
-    sids: list[int],
-    steps: list[int],
-    values: list[float],
-    times: list[float],
-) -> None:
+def points(conn: Connection, db: Database, p: Points) -> None:
     """Columnar append of values (with their step's wall time) to the hot table: an Arrow scan
-    into DuckDB, COPY into PostgreSQL's partitioned values table (`pg_points`)."""
+    of the columns themselves (no copy) into DuckDB, COPY into PostgreSQL's partitioned values
+    table (`pg_points`), `PG_COPY_ROWS` at a time so that only that many become Python
+    objects at once."""
     if db.is_duckdb:
         table = pa.table(
             {
-                "series_id": pa.array(sids, pa.int64()),
-                "step": pa.array(steps, pa.int64()),
-                "value": pa.array(values, pa.float64()),
-                "time": pa.array(times, pa.float64()),
+                "series_id": pa.array(p.series_ids, pa.int64()),
+                "step": pa.array(p.steps, pa.int64()),
+                "value": pa.array(p.values, pa.float64()),
+                "time": pa.array(p.times, pa.float64()),
             }
         )
         with _registered(conn, "points", table) as (raw, name):
             raw.execute(f"INSERT INTO points_hot SELECT series_id, step, value, time FROM {name}")
         return
-    pg_points.write(conn, db, sids, steps, values, times)  # once, into the open chunk
+    for at in range(0, len(p), PG_COPY_ROWS):
+        part = slice(at, at + PG_COPY_ROWS)
+        pg_points.write(
+            conn,
+            db,
+            p.series_ids[part].tolist(),
+            p.steps[part].tolist(),
+            p.values[part].tolist(),
+            p.times[part].tolist(),
+        )

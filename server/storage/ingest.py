@@ -12,13 +12,13 @@ replicas stay exactly-once too.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from server.domain.metric_rows import MetricRow
 from server.domain.records import (
     BatchWrite,
     BucketTable,
@@ -31,13 +31,15 @@ from server.domain.records import (
 from server.errors import Conflict, NotFound
 from server.storage import appends, exemplars, heads, notes, runs
 from server.storage.db import Database
+from server.storage.point_columns import PointColumns, series_keys
 
 MergeKey = tuple[str, str, str, int]  # (run id, source, actor, step)
 
 
 @dataclass(slots=True)
 class _Merged:
-    """Records of one batch merged by key: two records for the same step add their metrics."""
+    """Records of one batch merged by key: two records for the same step add their metrics.
+    `metrics` is the first record's own mapping (not copied) until a second one adds to it."""
 
     run_id: str
     source: str
@@ -46,19 +48,18 @@ class _Merged:
     time: float
     gpu: str | None
     weight_version: int | None
-    metrics: dict[str, float]
+    metrics: Mapping[str, float]
     buckets: list[BucketTable]
     exemplars: list[Exemplar]
+    merged: bool = False
 
 
 @dataclass(slots=True)
 class _Columns:
-    """What a group of batches appends: points as three columns, bucket rows as dicts."""
+    """What a group of batches appends: points as columns (`PointColumns`), bucket rows as
+    dicts."""
 
-    series_ids: list[int] = field(default_factory=list)
-    steps: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)
+    points: PointColumns
     bucket_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -185,13 +186,18 @@ def _merge(records: Sequence[Record], now: float) -> dict[MergeKey, _Merged]:
                 rec.time if rec.time is not None else now,
                 rec.gpu,
                 rec.weight_version,
-                dict(rec.metrics),
+                rec.metrics,
                 list(rec.buckets),
                 list(rec.exemplars),
             )
             continue
+        # a copy of its own before it adds another record's metrics to the first one's
+        metrics = seen.metrics if seen.merged and isinstance(seen.metrics, dict) else None
+        if metrics is None:
+            metrics = dict(seen.metrics)
+            seen.metrics, seen.merged = metrics, True
         for name, value in rec.metrics.items():
-            seen.metrics.setdefault(name, value)
+            metrics.setdefault(name, value)
         seen.buckets.extend(rec.buckets)
         seen.exemplars.extend(rec.exemplars)
         seen.gpu = seen.gpu or rec.gpu
@@ -223,9 +229,7 @@ def _write_records(
     heads.update_actors(
         conn, [(key, m.time, m.gpu) for key, m in owners.items() if key in new_keys]
     )
-    names: set[tuple[int, str, str, str]] = {
-        (*key[:3], name) for part in keyed for key, m in part for name in m.metrics
-    }
+    names = series_keys((key[:3], m.metrics) for part in keyed for key, m in part)
     series_ids = appends.series_ids(conn, db, names)
     old = [
         (key, m) for part in keyed for key, m in part if key not in new_keys or owners[key] is not m
@@ -241,9 +245,9 @@ def _write_records(
         appends.stored_bucket_keys(conn, [key for key, m in old if m.buckets]) if old else set()
     )
     gained = _write_exemplars(conn, keyed)
-    columns = _Columns()
+    columns = _Columns(PointColumns(series_ids))
     for index, (part, batch_refs, result) in enumerate(zip(keyed, refs, results, strict=True)):
-        before = len(columns.values)
+        before = columns.points.size
         for key, m in part:
             is_new = key in new_keys and owners[key] is m
             fresh, added_buckets = _collect(
@@ -276,7 +280,7 @@ def _write_records(
                         fresh,
                     )
                 )
-        result.values = len(columns.values) - before
+        result.values = columns.points.size - before
     _append(conn, db, columns)
 
 
@@ -303,9 +307,10 @@ def _write_exemplars(
 
 def _append(conn: Connection, db: Database, c: _Columns) -> None:
     """What a group of batches stores: values (and their series' heads), bucket rows."""
-    if c.values:
-        appends.points(conn, db, c.series_ids, c.steps, c.values, c.times)
-        heads.update_series(conn, c.series_ids, c.steps, c.values, c.times)
+    if c.points.size:
+        points = c.points.build()
+        appends.points(conn, db, points)
+        heads.update_series(conn, points.series_ids, points.steps, points.values, points.times)
     if c.bucket_rows:
         appends.bucket_rows(conn, c.bucket_rows)
 
@@ -336,30 +341,29 @@ def _collect(
     *,
     is_new: bool,
     track: bool,
-) -> tuple[dict[str, float], bool]:
+) -> tuple[Mapping[str, float], bool]:
     """Add one merged record's new values and bucket rows to the columns; returns the values it
     added and whether it added bucket rows. `track`: the key is shared by several batches of the
     group, so what this one adds counts as stored for the later ones."""
     base = key[:3]
-    fresh: dict[str, float] = {}
-    if is_new and not track:  # the common case: every value is new, a column at a time
+    fresh: Mapping[str, float]
+    if is_new and not track:  # the common case: every value is new, a record at a time
         fresh = m.metrics
-        columns.series_ids.extend(series_ids[(*base, name)] for name in fresh)
-        columns.steps.extend(repeat(m.step, len(fresh)))
-        columns.values.extend(fresh.values())
-        columns.times.extend(repeat(m.time, len(fresh)))
+        if isinstance(fresh, MetricRow):
+            columns.points.add_row(base, m.step, m.time, fresh)
+        else:
+            columns.points.add(base, m.step, m.time, fresh)
     else:
+        kept: dict[str, float] = {}
         for name, value in m.metrics.items():
             pair = (series_ids[(*base, name)], m.step)
             if not is_new and pair in stored:
                 continue
             if track:
                 stored.add(pair)
-            columns.series_ids.append(pair[0])
-            columns.steps.append(m.step)
-            columns.values.append(value)
-            columns.times.append(m.time)
-            fresh[name] = value
+            kept[name] = value
+        columns.points.add(base, m.step, m.time, kept)
+        fresh = kept
     added = False
     for table in m.buckets:
         if not is_new and (key, table.basis) in stored_buckets:

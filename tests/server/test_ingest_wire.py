@@ -130,6 +130,24 @@ def test_a_collectors_batch_takes_the_wire_path_with_strings_for_nonfinite_value
     body["records"][3]["metrics"]["k3_kl"] = "nan"
     body["records"][4]["metrics"]["m1"] = "-inf"
     wire = decode_wire(json.dumps(body).encode())
-    assert math.isnan(wire.records[3].metrics["k3_kl"])  # type: ignore[arg-type]
-    assert wire.records[4].metrics["m1"] == -math.inf
-    assert all(type(v) is float for r in wire.records for v in r.metrics.values())
+    assert math.isnan(wire.metrics[3]["k3_kl"])
+    assert wire.metrics[4]["m1"] == -math.inf
+    assert all(type(v) is float for row in wire.metrics for v in row.values())
+
+
+def test_a_batch_decodes_into_one_column_of_values_that_its_records_view() -> None:
+    body = batch("r", range(30), metrics=8)
+    body["records"][7]["metrics"] = {"m2": 2.5, "k3_kl": 0.25}  # other names, other order
+    rows = decode_wire(json.dumps(body).encode()).metrics
+    assert len({id(row.column) for row in rows}) == 1
+    assert len(rows[0].column.values) == 29 * 8 + 2  # 8 bytes a value, no object each
+    sizes = [len(record["metrics"]) for record in body["records"]]
+    assert [row.start for row in rows] == [sum(sizes[:i]) for i in range(30)]  # in record order
+    assert rows[7] == {"m2": 2.5, "k3_kl": 0.25} and list(rows[7]) == ["m2", "k3_kl"]
+    assert rows[8]["m3"] == 24.0 and "m8" not in rows[8] and len(rows[8]) == 8
+    assert rows[0].layout is rows[29].layout  # the same names, in the same order: shared
+
+
+def test_a_body_in_a_bytearray_decodes_as_its_bytes_do() -> None:
+    body = json.dumps(batch("r", range(5), metrics=3)).encode()
+    assert _values(parse_batch(bytearray(body)).records) == _values(parse_batch(body).records)
