@@ -3,21 +3,17 @@ through OpenID Connect, the sign-ins under way (one use each: a replayed state f
 and the record of who changed a project's configuration.
 
 Revision ID: 0011
-Revises: 0010 (0009 while 0010 is not in the tree)
-Create Date: 2026-11-27
+Revises: 0010
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-# 0010 is another change's revision, made beside this one: follow it once it is in the tree,
-# so that whichever lands first the history stays one line.
-down_revision = "0010" if any(Path(__file__).parent.glob("0010_*.py")) else "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
