@@ -3,9 +3,11 @@ a deadline (408) and gzip decoding, before any route reads them.
 
 The limit applies to the decoded size as well, so a small gzip bomb cannot inflate past it. The
 budget bounds the bodies held in memory by all requests together: a request reserves its body's
-size (declared, or counted as it arrives) and, for gzip, its decoded size as it is decoded, and
-keeps the reservation until its response is sent, since the route works on (and multiplies) what
-it read until then. A request whose reservation does not fit is answered 503 with `Retry-After`
+size (declared, before a byte of it is read into one buffer of that size, or counted as it
+arrives) and, for gzip, its decoded size as it is decoded, giving the compressed size back once
+decoded; it keeps the reservation until its response is sent, since the route works on what it
+read until then. What a request holds is what it reserved: one buffer, never its pieces and
+their join besides. A request whose reservation does not fit is answered 503 with `Retry-After`
 before more of its body is read; a request alone on the server is always admitted, so a budget
 smaller than a body cannot starve it.
 
@@ -147,19 +149,26 @@ class Reservation:
         budget.anonymous_used += size
         self.size += size
 
-    def release(self) -> None:
+    def give_back(self, size: int) -> None:
+        """Return `size` of the bytes held (memory the request no longer holds)."""
+        size = min(size, self.size)
+        if size <= 0:
+            return
         budget = self.budget
         key = self.caller.key
         if key is None:
-            budget.anonymous_used -= self.size
-        elif self.size:
-            budget.used -= self.size
-            left = budget.held[key] - self.size
+            budget.anonymous_used -= size
+        else:
+            budget.used -= size
+            left = budget.held[key] - size
             if left:
                 budget.held[key] = left
             else:
                 del budget.held[key]
-        self.size = 0
+        self.size -= size
+
+    def release(self) -> None:
+        self.give_back(self.size)
 
 
 def _busy(reason: str) -> Unavailable:
@@ -220,7 +229,7 @@ class BodyLimitMiddleware:
     ) -> None:
         try:
             with anyio.fail_after(self.body_timeout_s):
-                body, scope = await self._read(scope, receive, reservation)
+                held, scope = await self._read(scope, receive, reservation)
         except _Disconnected:
             return
         except TimeoutError:
@@ -236,22 +245,24 @@ class BodyLimitMiddleware:
         except MonitorError as exc:
             await errors.response(exc)(scope, receive, send)
             return
-        sent = False
 
         async def replay() -> Message:
-            nonlocal sent
-            if sent:
+            if not held:
                 return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            # handed on, not kept: the route may drop it once parsed, before it stores
+            return {"type": "http.request", "body": held.pop(), "more_body": False}
 
         await self.app(scope, replay, send)
 
     async def _read(
         self, scope: Scope, receive: Receive, reservation: Reservation
-    ) -> tuple[bytes, Scope]:
-        """The whole body, decoded, held in `reservation`; the scope's headers then describe
-        the decoded body."""
+    ) -> tuple[list[bytearray], Scope]:
+        """The whole body, decoded, held in `reservation` (in a list the replay empties); the
+        scope's headers then describe the decoded body.
+
+        A body of declared length is read into one buffer of that length, reserved before a
+        byte of it arrives: what the request holds is what it reserved, never the pieces and
+        their join besides. A gzip body's compressed bytes are given back once decoded."""
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         limit = self.max_body_bytes
         length = headers.get(b"content-length")
@@ -267,7 +278,9 @@ class BodyLimitMiddleware:
             raise Unsupported("Content-Encoding must be gzip or identity")
         if length is not None:
             reservation.hold(declared)  # before a byte of it is read
-        chunks: list[bytes] = []
+            body = bytearray(declared)
+        else:
+            body = bytearray()
         size = 0
         more = True
         while more:
@@ -275,34 +288,41 @@ class BodyLimitMiddleware:
             if message["type"] == "http.disconnect":
                 raise _Disconnected
             chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
+            end = size + len(chunk)
+            if end > limit:
                 raise TooLarge(_too_large(limit))
             if length is None:
                 reservation.hold(len(chunk))
-            chunks.append(chunk)
+                body += chunk
+            elif end > declared:
+                raise Malformed("the body is longer than its Content-Length")
+            else:
+                body[size:end] = chunk
+            size = end
             more = message.get("more_body", False)
-        body = b"".join(chunks)
-        del chunks
+        if size < len(body):
+            del body[size:]
         if encoding != b"gzip":
-            return body, scope
+            return [body], scope
+        compressed = len(body)
         body = _gunzip(body, limit, reservation.hold)
+        reservation.give_back(compressed)
         decoded = dict(scope)
         decoded["headers"] = [
             (k, v)
             for k, v in scope.get("headers", [])
             if k.lower() not in (b"content-encoding", b"content-length")
         ] + [(b"content-length", str(len(body)).encode())]
-        return body, decoded
+        return [body], decoded
 
 
-def _gunzip(body: bytes, limit: int, hold: Callable[[int], None]) -> bytes:
+def _gunzip(body: bytearray, limit: int, hold: Callable[[int], None]) -> bytearray:
     """Every member of a gzip body (RFC 1952 allows several, concatenated), decoded to at most
     `limit` bytes in all: nothing after the first member is silently dropped. Each decoded
-    piece is passed to `hold` (which may refuse it) before the next is decoded."""
-    out: list[bytes] = []
+    piece is passed to `hold` (which may refuse it) before it is added to the one buffer."""
+    out = bytearray()
     size = 0
-    rest = body
+    rest: bytes | bytearray = body
     try:
         while True:
             decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -313,13 +333,13 @@ def _gunzip(body: bytes, limit: int, hold: Callable[[int], None]) -> bytes:
                 if size > limit:
                     raise TooLarge(_too_large(limit) + " (after gzip decoding)")
                 hold(len(part))
-                out.append(part)
+                out += part
                 pending = decoder.unconsumed_tail
                 if not part and not pending and not decoder.eof:
                     raise zlib.error("truncated gzip stream")
             rest = decoder.unused_data
             if not rest:
-                return b"".join(out)
+                return out
     except zlib.error as exc:
         raise Malformed(f"body is not valid gzip: {exc}") from None
 

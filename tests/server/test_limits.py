@@ -154,6 +154,44 @@ def test_gzip_bodies_reserve_their_decoded_size_as_they_decode() -> None:
     _run(scenario())
 
 
+def test_a_body_arrives_whole_in_one_buffer_of_its_declared_size() -> None:
+    """What a request holds is what it reserved: one buffer, not its pieces and a join."""
+
+    async def scenario() -> None:
+        app = Held()
+        app.release.set()
+        budget = InflightBudget(1 * MiB)
+        middleware = BodyLimitMiddleware(app, max_body_bytes=1 * MiB, budget=budget)
+        body = bytes(range(256)) * 3000  # 768,000 bytes: twelve pieces of 64 KiB
+        scope, receive, given = _request(body)
+        await middleware(scope, receive, Answers())  # type: ignore[arg-type]
+        assert len(given) == 12 and app.bodies == [body]
+        assert isinstance(app.bodies[0], bytearray)  # read in place: the route may drop it
+        assert budget.used == 0
+
+    _run(scenario())
+
+
+def test_a_gzip_body_holds_its_decoded_size_alone_once_decoded() -> None:
+    async def scenario() -> None:
+        app = Held()
+        budget = InflightBudget(4 * MiB)
+        middleware = BodyLimitMiddleware(app, max_body_bytes=4 * MiB, budget=budget)
+        plain = json.dumps(batch("g", range(2000), metrics=8)).encode()
+        compressed = gzip.compress(plain)
+        task = asyncio.create_task(
+            middleware(*_request(compressed, gzipped=True)[:2], Answers())  # type: ignore[arg-type]
+        )
+        await app.entered.wait()
+        assert app.bodies == [plain]
+        assert budget.used == len(plain)  # the compressed bytes were given back
+        app.release.set()
+        await task
+        assert budget.used == 0
+
+    _run(scenario())
+
+
 def test_bodies_of_unknown_length_reserve_what_arrives() -> None:
     async def scenario() -> None:
         app = Held()

@@ -2,7 +2,9 @@
 
 The body is read as bytes and parsed by the compact wire decoder, or by the models for what it
 leaves to them, into the domain batch the ingest service takes (`server.schemas.batches`); the
-OpenAPI document still describes it as `IngestIn` (see `document_body`).
+OpenAPI document still describes it as `IngestIn` (see `document_body`). The body is taken as
+the body middleware hands it (one buffer, not joined again) and dropped once parsed, before the
+batch is stored: a request holds its body or its columns, not both.
 """
 
 from __future__ import annotations
@@ -50,13 +52,21 @@ async def ingest(request: Request, service: IngestDep, principal: PrincipalDep) 
     (run, source, actor, step, metric) is already stored changes nothing. A client naming an
     ingest format other than this server's (`X-Mismatch-Wire`) gets a 400 naming both."""
     check_client(request.headers)
-    body = await request.body()
+    body = [await _body(request)]  # the worker takes it out, so only the parse holds it
     return await run_in_threadpool(_parse_and_store, service, body, principal)
 
 
-def _parse_and_store(service: IngestService, body: bytes, principal: Principal) -> IngestOut:
+async def _body(request: Request) -> bytes | bytearray:
+    """The body as it arrived in one piece (the body middleware reads it whole), or joined."""
+    parts = [part async for part in request.stream() if part]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _parse_and_store(
+    service: IngestService, body: list[bytes | bytearray], principal: Principal
+) -> IngestOut:
     try:
-        batch = parse_batch(body)
+        batch = parse_batch(body.pop())
     except ValidationError as exc:  # answered as FastAPI answers a body it validated itself
         raise RequestValidationError(exc.errors(include_url=False)) from None
     result = service.ingest(batch, principal)
