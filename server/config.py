@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from server.domain.identity_settings import check as check_identity
 from server.domain.origins import host_name, parse_origin, url_origin
 from server.domain.webhook_policy import TargetPolicy
 
@@ -201,9 +201,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _identity(self) -> Settings:
-        from server.identity.config import check
-
-        check(self)  # fails fast, naming the setting
+        check_identity(self)  # fails fast, naming the setting
         return self
 
     @property
@@ -252,15 +250,3 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def database_url(db: str) -> str:
-    """A SQLAlchemy URL for `--db`: URLs pass through, anything else is a DuckDB file path."""
-    if db == ":memory:":
-        return "duckdb:///:memory:"
-    if "://" in db:
-        if db.startswith("postgresql://") or db.startswith("postgres://"):
-            return "postgresql+psycopg://" + db.split("://", 1)[1]
-        return db
-    path = Path(db).expanduser().resolve()
-    return f"duckdb:///{path}"

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 
 from server.config import Settings
+from server.domain.identity_settings import trusted_networks
 from server.identity.changes import Changes
-from server.identity.config import trusted_networks
 from server.identity.mapfile import load
 from server.identity.members import Members
 from server.identity.oidc import OidcClient

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from server.config import database_url
+from server.domain.database import database_url
 from server.errors import Unavailable
 
 

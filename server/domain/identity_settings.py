@@ -1,0 +1,71 @@
+"""Checks of the identity settings, run when the settings are read: a wrong issuer or a proxy
+header without trusted addresses stops the server with a message naming the setting, instead of
+failing a person's first sign-in. Pure, so that the settings import no feature module; the
+mapping file (`--identity-map`) is read, and checked, where the identity wiring starts."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from server.config import Settings
+
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+def check(settings: Settings) -> None:
+    """Raise ValueError for an identity setting that cannot work."""
+    if settings.oidc_issuer is not None:
+        _check_issuer(settings.oidc_issuer)
+        if not settings.oidc_client_id:
+            raise ValueError("--oidc-issuer needs --oidc-client-id (MISMATCH_OIDC_CLIENT_ID)")
+        if "openid" not in settings.oidc_scopes.split():
+            raise ValueError("--oidc-scopes must include openid")
+    for name in (settings.auth_proxy_header, settings.auth_proxy_groups_header):
+        if name is not None and not HEADER_NAME.match(name):
+            raise ValueError(f"{name!r} is not a header name (letters, digits and -)")
+    trusted_networks(settings.auth_proxy_from)
+    if settings.auth_proxy_header and not settings.auth_proxy_from:
+        raise ValueError(
+            "--auth-proxy-header needs --auth-proxy-from: the proxy's addresses (CIDRs), so "
+            "that nobody else can name a user"
+        )
+    if settings.auth_proxy_groups_header and not settings.auth_proxy_header:
+        raise ValueError("--auth-proxy-groups-header needs --auth-proxy-header")
+
+
+def _check_issuer(issuer: str) -> None:
+    parts = urlsplit(issuer)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--oidc-issuer {issuer!r} is not an http(s) URL")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ValueError(
+            f"--oidc-issuer {issuer!r} must be https (plain http only for an issuer on loopback)"
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def trusted_networks(
+    entries: list[str],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """The `--auth-proxy-from` CIDRs (a bare address is a /32 or /128)."""
+    out = []
+    for entry in entries:
+        try:
+            out.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError:
+            raise ValueError(
+                f"--auth-proxy-from {entry!r} is not an address or CIDR (e.g. 10.0.0.5/32)"
+            ) from None
+    return tuple(out)
