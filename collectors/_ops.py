@@ -86,10 +86,12 @@ class Ops:
         return x.to(self.xp.float32) if self.torch else x.astype(self.xp.float32)
 
     def bucket_sums(self, idx: Any, weights: Sequence[Any], k: int) -> Any:
-        """Sums of each weight grid per bucket index in 0..k-1: a [len(weights), k] array."""
+        """Sums of each weight grid per bucket index in 0..k-1: a [len(weights), k] array,
+        accumulated in float64 on both backends (bincount's own; index_add_ adds in order, and
+        float32 would lose digits over a long step's tokens)."""
         if self.torch:
             t = self.xp
-            stacked = t.stack([w.reshape(-1) for w in weights])
+            stacked = t.stack([w.reshape(-1) for w in weights]).to(t.float64)
             out = t.zeros((len(weights), k), dtype=stacked.dtype, device=stacked.device)
             return out.index_add_(1, idx.reshape(-1), stacked)
         flat = idx.reshape(-1)
