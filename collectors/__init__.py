@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 logging.getLogger("mismatch_monitor.collectors").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from collectors._metrics import DEFAULT_EDGES, StepSummary, compute_step_metrics
+    from collectors._metrics import StepSummary, compute_step_metrics
     from collectors._parity import EngineOptions, ParityReport, parity
     from collectors._run import Run, init
     from collectors._vllm import RolloutCollector
+    from collectors._vocabulary import DEFAULT_EDGES
 
 __all__ = [
     "DEFAULT_EDGES",
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 _HOMES = {
-    "DEFAULT_EDGES": "collectors._metrics",
+    "DEFAULT_EDGES": "collectors._vocabulary",
     "StepSummary": "collectors._metrics",
     "compute_step_metrics": "collectors._metrics",
     "Run": "collectors._run",

@@ -6,7 +6,7 @@ torch on the tensors' own device (CPU or CUDA) or with NumPy, in float32, on the
 single values cross to the host to pick a cheaper path (a tie at the p99 rank, a masked extreme,
 non-finite probabilities); the metrics themselves move in one transfer at the end. Plain lists
 go to NumPy, to torch where NumPy is not installed, and to the headline metrics of `_pure` where
-neither is.
+neither is. The names, their forms and the constants below are collectors._vocabulary's.
 
 Choices where the frameworks differ, made once here:
 - d = lT − lR (trainer over rollout). Metrics that exponentiate d use d clamped to ±20 (verl,
@@ -16,12 +16,12 @@ Choices where the frameworks differ, made once here:
   each sequence's token mean (`_seq`; slime, PipelineRL). Sequences with no valid token are left
   out of sequence means and of `sequences`.
 - ratio_std is the population standard deviation over tokens.
-- kl_new_old is the k3 estimator between the new policy and the old one, with
-  d_new = lN − lT, like k3_kl with d = lT − lR.
+- kl_new_old is k3 between the new policy and the old one: d_new = lN − lT (k3_kl: lT − lR).
 - js_div uses k3(a‖M) = exp(log M − a) − 1 − (log M − a), averaged over both sides.
 - NaN or ±Inf in an input is not dropped: it propagates into every metric it touches (a collapse
   shows up as NaN, which the server stores and alarms on), and `nonfinite_tokens` counts such
   tokens. Bucket tables leave out tokens whose binned probability is not finite.
+- Float32 throughout: a value beyond its range is ±inf (a perplexity too), never capped.
 - A step with no valid token yields only `tokens` = 0 and `sequences` = 0: nothing else is
   defined, so nothing else is reported.
 """
@@ -34,25 +34,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors import _pure
 from collectors._exemplars import attach_token_ids, check_k, select
 from collectors._ops import Ops, grid, is_torch
-
-DEFAULT_EDGES: tuple[float, ...] = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 0.5, 0.9, 1.0)
-CLAMP = 20.0
-VETO_LOW = 1e-4
-VETO_HIGH = 100.0
-
-SEQ_FORMS = (
-    "k1_kl",
-    "k2_kl",
-    "k3_kl",
-    "reverse_k3_kl",
-    "ratio_mean",
-    "ratio_abs_dev",
-    "abs_logp_diff_mean",
-    "mult_prob_error",
-    "prob_diff_mean",
-    "js_div",
+from collectors._vocabulary import (
+    BUCKET_COLUMNS,
+    CLAMP,
+    DEFAULT_EDGES,
+    EMPTY_STEP,
+    PER_TOKEN,
+    VETO_HIGH,
+    VETO_LOW,
+    seq_form,
 )
 
 
@@ -69,18 +62,17 @@ class StepSummary:
 def merge_buckets(tables: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Add bucket tables of the same basis and edges (from several actors or steps)."""
     merged: dict[tuple[str, tuple[float, ...]], dict[str, Any]] = {}
-    sums = ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob")
     for table in tables:
         key = (table["basis"], tuple(table["edges"]))
         if key not in merged:
             merged[key] = {
                 "basis": key[0],
                 "edges": list(key[1]),
-                **{s: list(table[s]) for s in sums},
+                **{s: list(table[s]) for s in BUCKET_COLUMNS},
             }
             continue
         into = merged[key]
-        for s in sums:
+        for s in BUCKET_COLUMNS:
             into[s] = [a + b for a, b in zip(into[s], table[s], strict=True)]
     return list(merged.values())
 
@@ -151,8 +143,6 @@ def compute_step_metrics(
 def _pure_python(rollout: Any, trainer: Any, mask: Any, kwargs: dict[str, Any]) -> StepSummary:
     """The headline metrics without NumPy or torch (`_pure`); inputs only they can use are
     refused, so that a caller is told rather than given a partial answer silently."""
-    from collectors import _pure
-
     given = [
         k for k in ("new_logprobs", "advantages", "entropy", "seq_lens") if kwargs[k] is not None
     ]
@@ -238,7 +228,7 @@ def _compute(
     g, valid = grid(ops, arrays, mask, seq_lens)
     n = int(valid.sum())
     if n == 0:
-        return StepSummary({"tokens": 0.0, "sequences": 0.0}, [])
+        return StepSummary(dict.fromkeys(EMPTY_STEP, 0.0), [])
     step = _Step(ops, g, valid, n)
     out: dict[str, Any] = {}
     _token_metrics(step, out, bounds)
@@ -280,30 +270,41 @@ def _token_metrics(s: _Step, out: dict[str, Any], bounds: _Bounds) -> None:
         "prob_diff_mean": (prob_diff, 0.0),
         "js_div": (js, 0.0),
     }
-    for name, (values, offset) in per_token.items():
+    for name in PER_TOKEN:
+        values, offset = per_token[name]
         rows = values.sum(1)
         out[name] = rows.sum() / s.n + offset
-        out[f"{name}_seq"] = (s.per_seq(rows) / s.per_seq(s.counts)).mean() + offset
+        out[seq_form(name)] = (s.per_seq(rows) / s.per_seq(s.counts)).mean() + offset
     out["ratio_dev_1e4"] = (out["ratio_mean"] - 1) * 1e4
-    out["ratio_dev_1e4_seq"] = (out["ratio_mean_seq"] - 1) * 1e4
+    out[seq_form("ratio_dev_1e4")] = (out[seq_form("ratio_mean")] - 1) * 1e4
     out["k3_kl_max"] = ops.valid_extreme(s.k3, s.valid, "max")
-    out["k3_kl_p99"] = ops.quantile_top(s.k3, s.n, 0.99)
+    # a NaN token has no rank: the percentile of a step with one is NaN, like its max
+    p99 = ops.quantile_top(s.k3, s.n, 0.99)
+    out["k3_kl_p99"] = xp.where(xp.isnan(out["k3_kl_max"]), out["k3_kl_max"], p99)
     out["ratio_std"] = s.tok_mean(((rm1 - (out["ratio_mean"] - 1)) * s.vf) ** 2) ** 0.5
-    out["ratio_min"] = ops.valid_extreme(rm1, s.valid, "min") + 1
-    out["ratio_max"] = ops.valid_extreme(rm1, s.valid, "max") + 1
+    out["ratio_min"] = xp.exp(ops.valid_extreme(s.dc, s.valid, "min"))  # small r keeps its digits
+    out["ratio_max"] = xp.exp(ops.valid_extreme(s.dc, s.valid, "max"))
     out["abs_logp_diff_max"] = s.abs_d.max()
     mean_abs = out["abs_logp_diff_mean"]
     out["abs_logp_diff_std"] = s.tok_mean(((s.abs_d - mean_abs) * s.vf) ** 2) ** 0.5
     out["prob_diff_max"] = prob_diff.max()
-    dp_t = (s.p_t - s.tok_mean(s.p_t * s.vf)) * s.vf
-    dp_r = (s.p_r - s.tok_mean(s.p_r * s.vf)) * s.vf
-    out["prob_pearson"] = s.tok_mean(dp_t * dp_r) / (
-        (s.tok_mean(dp_t * dp_t) * s.tok_mean(dp_r * dp_r)) ** 0.5
-    )
+    out["prob_pearson"] = _pearson(s)
     out["chi2_token"] = s.tok_mean(rm1 * (rm1 + 2))  # E[r²] − 1
     out["rollout_clip_rate"] = s.rate((rm1 < -bounds.clip_low) | (rm1 > bounds.clip_high))
     finite = xp.isfinite(s.lr) & xp.isfinite(s.lt) & s.valid
     out["nonfinite_tokens"] = s.n - finite.sum()
+
+
+def _pearson(s: _Step) -> Any:
+    """Pearson(pT, pR) on p / max p (the same correlation) and with two square roots, not one
+    of a product: a step of improbable tokens would underflow float32 to 0/0 otherwise."""
+    q_t, q_r = s.p_t * s.vf, s.p_r * s.vf
+    q_t, q_r = q_t / q_t.max(), q_r / q_r.max()
+    dq_t = (q_t - s.tok_mean(q_t)) * s.vf
+    dq_r = (q_r - s.tok_mean(q_r)) * s.vf
+    return s.tok_mean(dq_t * dq_r) / (
+        s.tok_mean(dq_t * dq_t) ** 0.5 * s.tok_mean(dq_r * dq_r) ** 0.5
+    )
 
 
 def _sequence_metrics(s: _Step, out: dict[str, Any]) -> None:
@@ -314,8 +315,8 @@ def _sequence_metrics(s: _Step, out: dict[str, Any]) -> None:
     mean_lt = s.per_seq(s.lt.sum(1)) / seq_counts
     mean_lr = s.per_seq(s.lr.sum(1)) / seq_counts
     out["chi2_seq"] = xp.exp(2 * s_dc).mean() - 1
-    out["ppl_trainer"] = xp.exp(ops.clamp(-mean_lt, None, 80.0)).mean()
-    out["ppl_rollout"] = xp.exp(ops.clamp(-mean_lr, None, 80.0)).mean()
+    out["ppl_trainer"] = xp.exp(-mean_lt).mean()
+    out["ppl_rollout"] = xp.exp(-mean_lr).mean()
     log_ppl = mean_lr - mean_lt
     out["log_ppl_diff"] = log_ppl.mean()
     out["log_ppl_abs_diff"] = xp.abs(log_ppl).mean()
@@ -338,8 +339,8 @@ def _correction_metrics(s: _Step, out: dict[str, Any], b: _Bounds) -> None:
     out["veto_token_rate"] = s.rate(rm1 < VETO_LOW - 1)
     vetoed = ((rm1 < VETO_LOW - 1) | (rm1 > VETO_HIGH - 1)) & s.valid
     out["veto_seq_rate"] = ops.float32(s.per_seq(vetoed.any(1))).mean()
-    sum_r = n + rm1.sum()
-    out["ess_token"] = sum_r**2 / (n * (n + (rm1 * (rm1 + 2)).sum()))
+    r = xp.exp(s.dc) * s.vf  # not 1 + (r − 1): Σr² of small ratios would cancel to nothing
+    out["ess_token"] = r.sum() ** 2 / (n * (r * r).sum())
     rcm1 = ops.clamp(rm1, b.is_floor - 1, b.is_cap - 1) * s.vf
     sum_rc = n + rcm1.sum()
     out["ess_token_clamped"] = sum_rc**2 / (n * (n + (rcm1 * (rcm1 + 2)).sum()))
@@ -392,9 +393,8 @@ def _bucket_table(
         idx = xp.searchsorted(ops.f32(list(edges[1:-1])), prob, side="right")
     weights = [ops.float32(keep), *sums, ops.float32(oob & keep)]
     columns = ops.to_lists(list(ops.bucket_sums(ops.clamp(idx, 0, k - 1), weights, k)))
-    names = ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob")
     return {
         "basis": basis,
         "edges": [float(e) for e in edges],
-        **dict(zip(names, columns, strict=True)),
+        **dict(zip(BUCKET_COLUMNS, columns, strict=True)),
     }

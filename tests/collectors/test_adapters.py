@@ -25,6 +25,7 @@ from collectors._adapters import (
     trl,
     verl,
 )
+from collectors._vocabulary import PASSED_THROUGH
 from tests.collectors.reference import reference
 
 TABLES = {m.TABLE.framework: m.TABLE for m in (verl, trl, nemo_rl, openrlhf, slime, ms_swift)}
@@ -202,10 +203,6 @@ NAMES: dict[str, dict[str, str | None]] = {
         "grad_norm": "grad_norm",
     },
 }
-
-# Names the tables may target: every per-step metric of the reference, and the training signals
-# the alarms read, which the trainer passes through.
-PASSED_THROUGH = {"reward_mean", "reward_std", "grad_norm", "loss", "response_length_mean"}
 
 
 def _values(names: dict[str, str | None]) -> dict[str, float]:
@@ -526,10 +523,12 @@ def test_verl_clip_fraction_is_the_sum_of_our_low_and_high_clip_rates() -> None:
 
 
 def _canonical_names() -> set[str]:
+    """Names the tables may target: every per-step metric of the reference, and the training
+    signals the trainer passes through."""
     b = _batch(0)
     ent = np.ones_like(b["lr"])
     ours = reference(b["lr"], b["lt"], b["m"], new=b["new"], adv=b["adv"], ent=ent)
-    return (set(ours) - {"buckets"}) | PASSED_THROUGH
+    return (set(ours) - {"buckets"}) | set(PASSED_THROUGH)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

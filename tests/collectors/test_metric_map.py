@@ -12,11 +12,7 @@ import numpy as np
 import pytest
 
 import collectors
-from collectors._adapters import _TABLES as TABLES
-from collectors._adapters import FRAMEWORKS, VARIANT_SEP
 from collectors._metric_map import CONFIG_KEY, ENV, overlay, parse
-from collectors._vocabulary import CANONICAL
-from server.domain import metrics as server_metrics
 from tests.collectors.test_transport import FakeTransport, make_run
 
 MAP = {"training/vllm_kl": "k1_kl", "mean_logp_diff": "abs_logp_diff_mean"}
@@ -195,30 +191,3 @@ def test_a_table_key_that_still_fills_another_name_is_not_kept_twice() -> None:
     origin = {"ratio_mean_seq": "src", "ratio_dev_1e4_seq": "src"}
     out, _ = overlay({"mine": "ratio_mean_seq"}, list(values), adapted, origin, values.__getitem__)
     assert out == {"ratio_mean_seq": 1.0, "ratio_dev_1e4_seq": 20000.0}
-
-
-# -- the vocabulary ----------------------------------------------------------------------------
-
-
-def test_every_metric_the_collectors_compute_is_a_canonical_name() -> None:
-    rng = np.random.default_rng(0)
-    lr = np.log(rng.uniform(0.02, 1.0, (5, 9)))
-    lt = lr + rng.normal(0.0, 0.2, lr.shape)
-    new = lt + rng.normal(0.0, 0.2, lr.shape)
-    summary = collectors.compute_step_metrics(
-        lr, lt, new_logprobs=new, advantages=rng.normal(size=5), entropy=np.ones_like(lr)
-    )
-    assert set(summary.metrics) - CANONICAL == set()
-
-
-def test_every_framework_table_target_and_every_name_the_server_reads_is_canonical() -> None:
-    for framework in FRAMEWORKS:
-        for rules in TABLES[framework].rules.values():
-            assert {r.target.partition(VARIANT_SEP)[0] for r in rules} <= CANONICAL
-    read = {
-        *server_metrics.LATEST,
-        *server_metrics.NONFINITE_WATCHED,
-        *server_metrics.COMPARE,
-        *(m for panel in server_metrics.PANELS for m in panel.metrics),
-    }
-    assert read - CANONICAL == set()

@@ -1,9 +1,10 @@
-"""compute_step_metrics against the independent float64 reference in reference.py."""
+"""compute_step_metrics, on NumPy and on torch (CUDA too where there is one), against the
+float64 reference written from METRICS.md's formulas (reference.py), on fixed steps that show
+each rule: the clamp, NaN, padding, layouts, advantages per token or per sequence, bf16."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
@@ -11,12 +12,17 @@ import torch
 
 from collectors import DEFAULT_EDGES, compute_step_metrics
 from collectors._metrics import merge_buckets
-from tests.collectors.reference import reference
-
-# Values of order one are compared relatively; those that are differences of near-equal float32
-# numbers (ratio_dev, chi2) get an absolute allowance on top.
-RTOL = 2e-4
-ATOL = {"ratio_dev_1e4": 0.05, "ratio_dev_1e4_seq": 0.05, "chi2_token": 1e-5, "chi2_seq": 1e-5}
+from tests.collectors.closeness import (
+    MARGIN,
+    PATHS,
+    allowance,
+    assert_buckets_close,
+    assert_close,
+    bucket_allowance,
+    run,
+    summary,
+)
+from tests.collectors.reference import bucket_table, reference, sequences
 
 
 def make_inputs(seed: int, b: int = 6, t: int = 40, scale: float = 0.3) -> dict[str, np.ndarray]:
@@ -35,43 +41,47 @@ def make_inputs(seed: int, b: int = 6, t: int = 40, scale: float = 0.3) -> dict[
     return {"lr": lr, "lt": lt, "mask": mask, "new": new, "adv": adv, "ent": ent}
 
 
-def assert_matches(got: dict[str, float], want: dict[str, Any]) -> None:
-    names = set(want) - {"buckets"}
-    assert names <= set(got), sorted(names - set(got))
-    for name in sorted(names):
-        g, w = got[name], want[name]
-        if math.isnan(w):
-            assert math.isnan(g), name
-            continue
-        assert g == pytest.approx(w, rel=RTOL, abs=ATOL.get(name, 1e-6)), name
+def check(path: str, lr: np.ndarray, lt: np.ndarray, mask: np.ndarray | None = None) -> None:
+    """Every metric of one step (no optional input) against the reference."""
+    band = (reference(lr, lt, mask, margin=MARGIN), reference(lr, lt, mask, margin=-MARGIN))
+    got = run(path, lr, lt, mask)
+    want = reference(lr, lt, mask)
+    assert set(got) == set(want) - {"buckets"}
+    assert_close(got, want, allow=allowance(lr, lt, mask), band=band)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_every_metric_matches_the_reference(seed: int) -> None:
+def test_every_metric_and_bucket_matches_the_reference(path: str, seed: int) -> None:
     x = make_inputs(seed)
-    got = compute_step_metrics(
-        x["lr"], x["lt"], x["mask"], new_logprobs=x["new"], advantages=x["adv"], entropy=x["ent"]
-    )
-    want = reference(x["lr"], x["lt"], x["mask"], new=x["new"], adv=x["adv"], ent=x["ent"])
-    assert_matches(got.metrics, want)
-    table = got.buckets[0]
+    base = (x["lr"], x["lt"], x["mask"])
+    got = summary(path, *base, new_logprobs=x["new"], advantages=x["adv"], entropy=x["ent"])
+    given = {"new": x["new"], "adv": x["adv"], "ent": x["ent"]}
+    want = reference(*base, **given)
+    band = (reference(*base, **given, margin=MARGIN), reference(*base, **given, margin=-MARGIN))
+    assert set(got.metrics) == set(want) - {"buckets"}
+    assert_close(got.metrics, want, allow=allowance(*base, new=x["new"], ent=x["ent"]), band=band)
+    (table,) = got.buckets
+    assert table["basis"] == "rollout"
     assert table["edges"] == list(DEFAULT_EDGES)
-    for name, values in want["buckets"].items():
-        assert table[name] == pytest.approx(values, rel=RTOL, abs=1e-4), name
+    bands = (band[0]["buckets"], band[1]["buckets"])
+    assert_buckets_close(table, want["buckets"], allow=bucket_allowance(*base), band=bands)
 
 
-def test_torch_and_numpy_inputs_agree() -> None:
-    x = make_inputs(3)
-    as_np = compute_step_metrics(
-        x["lr"], x["lt"], x["mask"], new_logprobs=x["new"], advantages=x["adv"]
+@pytest.mark.parametrize("path", PATHS)
+def test_trainer_basis_buckets_match_the_reference_on_request(path: str) -> None:
+    x = make_inputs(8)
+    base = (x["lr"], x["lt"], x["mask"])
+    got = summary(path, *base, trainer_buckets=True)
+    assert [t["basis"] for t in got.buckets] == ["rollout", "trainer"]
+    seqs = sequences(*base)
+    want = bucket_table(seqs, "trainer")
+    bands = (
+        bucket_table(seqs, "trainer", margin=MARGIN),
+        bucket_table(seqs, "trainer", margin=-MARGIN),
     )
-    t = {k: torch.from_numpy(v) for k, v in x.items()}
-    as_torch = compute_step_metrics(
-        t["lr"], t["lt"], t["mask"], new_logprobs=t["new"], advantages=t["adv"]
-    )
-    assert set(as_np.metrics) == set(as_torch.metrics)
-    for name, value in as_np.metrics.items():
-        assert as_torch.metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
+    allow = bucket_allowance(*base, basis="trainer")
+    assert_buckets_close(got.buckets[1], want, allow=allow, band=bands)
 
 
 def test_padded_and_packed_layouts_give_the_same_numbers() -> None:
@@ -93,35 +103,43 @@ def test_padded_and_packed_layouts_give_the_same_numbers() -> None:
     assert flat.buckets == padded.buckets
 
 
-def test_large_log_ratio_is_clamped_before_exp() -> None:
+@pytest.mark.parametrize("path", [*PATHS, "pure"])
+def test_large_log_ratio_is_clamped_before_exp(path: str) -> None:
     lr = np.array([[-60.0, -1.0, -0.5]], dtype=np.float32)
     lt = np.array([[-10.0, -1.0, -0.5]], dtype=np.float32)  # d = 50 on the first token
-    got = compute_step_metrics(lr, lt).metrics
-    want = reference(lr, lt)
-    assert_matches(got, want)
+    got = run(path, lr, lt)
     assert got["abs_logp_diff_max"] == pytest.approx(50.0)
-    assert got["ratio_max"] == pytest.approx(math.exp(20.0), rel=1e-5)
+    assert got["ratio_max"] == pytest.approx(math.exp(20.0), rel=1e-6)
+    assert got["k3_kl_max"] == pytest.approx(math.exp(20.0) - 21.0, rel=1e-6)
     assert all(math.isfinite(v) for v in got.values())
+    if path != "pure":
+        check(path, lr, lt)
 
 
-def test_nan_input_propagates_and_is_counted() -> None:
+@pytest.mark.parametrize("path", [*PATHS, "pure"])
+def test_nan_input_propagates_and_is_counted(path: str) -> None:
     x = make_inputs(5)
     lr = x["lr"].copy()
     lr[0, 3] = np.nan
-    got = compute_step_metrics(lr, x["lt"], x["mask"]).metrics
-    assert math.isnan(got["k3_kl"])
-    assert math.isnan(got["ratio_mean"])
+    got = run(path, lr, x["lt"], x["mask"])
+    for name in ("k3_kl", "ratio_mean", "k3_kl_max", "ratio_min", "abs_logp_diff_max"):
+        assert math.isnan(got[name]), name
+    assert math.isnan(got["k1_kl_seq"])  # the NaN token's sequence is in the mean
     assert got["nonfinite_tokens"] == 1.0
     assert got["tokens"] == float(x["mask"].sum())
+    if path != "pure":
+        assert math.isnan(got["k3_kl_p99"])  # a NaN has no rank
+        check(path, lr, x["lt"], x["mask"])
 
 
-def test_nan_in_padding_changes_nothing() -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_nan_in_padding_changes_nothing(path: str) -> None:
     x = make_inputs(9)
-    clean = compute_step_metrics(x["lr"], x["lt"], x["mask"], new_logprobs=x["new"])
+    clean = summary(path, x["lr"], x["lt"], x["mask"], new_logprobs=x["new"])
     lr, lt, new = x["lr"].copy(), x["lt"].copy(), x["new"].copy()
     padding = ~x["mask"]
     lr[padding], lt[padding], new[padding] = np.nan, np.inf, -np.inf
-    dirty = compute_step_metrics(lr, lt, x["mask"], new_logprobs=new)
+    dirty = summary(path, lr, lt, x["mask"], new_logprobs=new)
     assert dirty.metrics == clean.metrics
     assert dirty.buckets == clean.buckets
 
@@ -144,21 +162,27 @@ def test_bf16_inputs_match_the_reference_on_rounded_values() -> None:
     lr = torch.from_numpy(x["lr"]).to(torch.bfloat16)
     lt = torch.from_numpy(x["lt"]).to(torch.bfloat16)
     got = compute_step_metrics(lr, lt, torch.from_numpy(x["mask"])).metrics
-    want = reference(lr.float().numpy(), lt.float().numpy(), x["mask"])
-    assert_matches(got, want)
+    lr32, lt32 = lr.float().numpy(), lt.float().numpy()
+    want = reference(lr32, lt32, x["mask"])
+    band = (
+        reference(lr32, lt32, x["mask"], margin=MARGIN),
+        reference(lr32, lt32, x["mask"], margin=-MARGIN),
+    )
+    assert_close(got, want, allow=allowance(lr32, lt32, x["mask"]), band=band)
 
 
-def test_empty_step_reports_only_counts() -> None:
+@pytest.mark.parametrize("path", [*PATHS, "pure"])
+def test_empty_step_reports_only_counts(path: str) -> None:
     lr = np.zeros((2, 3), dtype=np.float32)
-    got = compute_step_metrics(lr, lr, np.zeros((2, 3), dtype=bool))
-    assert got.metrics == {"tokens": 0.0, "sequences": 0.0}
-    assert got.buckets == []
+    assert run(path, lr, lr, np.zeros((2, 3), dtype=bool)) == {"tokens": 0.0, "sequences": 0.0}
+    assert compute_step_metrics(lr, lr, np.zeros((2, 3), dtype=bool)).buckets == []
 
 
-def test_one_token_sequences() -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_one_token_sequences(path: str) -> None:
     lr = np.log(np.array([[0.5], [0.2], [0.9]], dtype=np.float32))
     lt = np.log(np.array([[0.6], [0.07], [0.9]], dtype=np.float32))
-    assert_matches(compute_step_metrics(lr, lt).metrics, reference(lr, lt))
+    check(path, lr, lt)
 
 
 def test_identical_logprobs_mean_no_mismatch() -> None:
@@ -181,13 +205,6 @@ def test_bucket_sums_from_several_actors_add_to_the_union() -> None:
     (merged,) = merge_buckets(tables)
     for name in ("tokens", "sum_d", "sum_abs_d", "sum_k3", "sum_reverse_k3", "oob"):
         assert merged[name] == pytest.approx(union[name], rel=1e-5, abs=1e-5), name
-
-
-def test_trainer_basis_buckets_on_request() -> None:
-    x = make_inputs(8)
-    got = compute_step_metrics(x["lr"], x["lt"], x["mask"], trainer_buckets=True)
-    assert [t["basis"] for t in got.buckets] == ["rollout", "trainer"]
-    assert sum(got.buckets[1]["tokens"]) == float(x["mask"].sum())
 
 
 def test_mismatched_shapes_are_refused() -> None:
