@@ -7,16 +7,31 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 from urllib.parse import urlsplit
-
-if TYPE_CHECKING:
-    from server.config import Settings
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
-def check(settings: Settings) -> None:
+class IdentitySettings(Protocol):
+    """The settings these checks read (the server's `Settings` has them)."""
+
+    @property
+    def oidc_issuer(self) -> str | None: ...
+    @property
+    def oidc_client_id(self) -> str | None: ...
+    @property
+    def oidc_scopes(self) -> str: ...
+    @property
+    def auth_proxy_header(self) -> str | None: ...
+    @property
+    def auth_proxy_groups_header(self) -> str | None: ...
+    @property
+    def auth_proxy_from(self) -> Sequence[str]: ...
+
+
+def check(settings: IdentitySettings) -> None:
     """Raise ValueError for an identity setting that cannot work."""
     if settings.oidc_issuer is not None:
         _check_issuer(settings.oidc_issuer)
@@ -57,7 +72,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def trusted_networks(
-    entries: list[str],
+    entries: Sequence[str],
 ) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     """The `--auth-proxy-from` CIDRs (a bare address is a /32 or /128)."""
     out = []
