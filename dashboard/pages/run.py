@@ -24,12 +24,12 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, dcc, html, no_update
 
-from collectors._metric_map import CONFIG_KEY as METRIC_MAP_KEY
 from dashboard import ids
 from dashboard.access import Reader
 from dashboard.pages import run_attribution, run_data, run_exemplars
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
+from server.domain.metrics import METRIC_MAP_KEY
 from server.domain.reads.run_view import RunView
 from server.domain.reads.runs import JsonObject, RunDetail
 from server.domain.reads.scope import ReadScope

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 
 from server.domain import signals
 
+METRIC_MAP_KEY = "metric_map"
+"""The run-config entry where a collector (`metric_map=`) or an import (`--map`) records the
+names a user put under canonical ones: the collectors write it under this same name
+(`collectors._metric_map.CONFIG_KEY`; a test keeps the two equal), the run page shows it."""
+
 HEADLINE = "k3_kl"
 """The primary alarm series, "vllm-kl", of the runs that log it; a run's own headline is
 `signals.headline` of the names it logs (TRL's mean |logp diff|, OpenRLHF's k1, ...)."""

@@ -182,3 +182,10 @@ def test_each_import_command_documents_the_map(source: str) -> None:
     assert result.exit_code == 0, result.output
     assert "--map" in result.output
     assert "SOURCE=CANONICAL" in result.output
+
+
+def test_the_server_reads_the_map_where_the_collectors_record_it() -> None:
+    from collectors._metric_map import CONFIG_KEY
+    from server.domain.metrics import METRIC_MAP_KEY
+
+    assert METRIC_MAP_KEY == CONFIG_KEY
