@@ -36,6 +36,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -108,6 +109,9 @@ def build(db_url: str, runs: int, steps: int, say: Callable[[str], None]) -> flo
             say(f"  {runs} runs: step {start}/{steps} ({time.perf_counter() - started:.0f} s)")
     compaction.compact(db)
     db.checkpoint()
+    if not db.is_duckdb:  # as autovacuum leaves it before long: statistics, visibility map
+        with db.engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT").execute(sa.text("VACUUM ANALYZE"))
     db.dispose()
     return time.perf_counter() - started
 
@@ -367,8 +371,6 @@ def _pg_url(base_url: str, name: str) -> str:
 def _pg_admin(url: str, *statements: str) -> None:
     """Statements outside a transaction (CREATE/DROP DATABASE) on the server of `url`, from
     its `postgres` database (a database cannot drop or copy itself)."""
-    import sqlalchemy as sa
-
     admin = _pg_url(url, "postgres").replace("postgresql://", "postgresql+psycopg://", 1)
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:

@@ -7,9 +7,10 @@ From here on (see `server/storage/pg_points.py`):
 - `point_values`, partitioned by RANGE of `chunk`, holds every value. The stored `points` table
   becomes its first partition as it is (attached, not copied); the hot values move into the
   second partition, which new values go to. Indexes: (series_id, step) with metric_id, value
-  and chunk included, and a B-tree on chunk.
-- `points` and `points_hot` become views over it, split at `compaction_state.hot_from`, with
-  the columns the tables had: every reader reads what it read before.
+  and chunk included, and (chunk, series_id, step).
+- `points` and `points_hot` become views over it, split at `compaction_state.hot_from` (read
+  through a stable function, which the planner evaluates when it estimates), with the columns
+  the tables had: every reader reads what it read before.
 - `rollups`: the partial rows of each block merged into one (exactly: min of mins, sums of sums,
   the last value by step) under a unique index on (series_id, level, block), which compaction
   upserts into.
@@ -38,11 +39,15 @@ VALUE_COLUMNS = (
     "series_id BIGINT NOT NULL, step BIGINT NOT NULL, value DOUBLE PRECISION NOT NULL, "
     "time DOUBLE PRECISION, chunk BIGINT NOT NULL, metric_id INTEGER NOT NULL"
 )
+HOT_FROM = (
+    "CREATE FUNCTION hot_from() RETURNS BIGINT LANGUAGE sql STABLE "
+    "AS 'SELECT hot_from FROM compaction_state'"
+)  # stable: the planner reads it when it estimates, so it knows how few values are hot
 VIEWS = (
     "CREATE VIEW points AS SELECT metric_id, series_id, step, value, chunk FROM point_values "
-    "WHERE chunk < (SELECT hot_from FROM compaction_state)",
+    "WHERE chunk < hot_from()",
     "CREATE VIEW points_hot AS SELECT series_id, step, value, time FROM point_values "
-    "WHERE chunk >= (SELECT hot_from FROM compaction_state)",
+    "WHERE chunk >= hot_from()",
 )
 
 
@@ -66,7 +71,7 @@ def _values() -> None:
         "CREATE INDEX ix_point_values_series_step ON point_values (series_id, step) "
         "INCLUDE (metric_id, value, chunk)"
     )
-    op.execute("CREATE INDEX ix_point_values_chunk ON point_values (chunk)")
+    op.execute("CREATE INDEX ix_point_values_chunk ON point_values (chunk, series_id, step)")
     # The compacted values become the first partition where they lie.
     op.execute("DROP INDEX ix_points_series_step")
     op.execute("ALTER TABLE points ADD COLUMN time DOUBLE PRECISION")
@@ -93,6 +98,7 @@ def _values() -> None:
     op.execute("CREATE TABLE compaction_state (hot_from BIGINT NOT NULL)")
     op.execute(f"INSERT INTO compaction_state VALUES ({SPAN})")
     op.execute(f"SELECT setval('chunk_id_seq', {SPAN})")  # the open chunk: the sequence's last
+    op.execute(HOT_FROM)
     for view in VIEWS:
         op.execute(view)
 
@@ -129,7 +135,7 @@ def downgrade() -> None:
     )
     op.execute(
         "INSERT INTO points_hot SELECT series_id, step, value, time FROM point_values "
-        "WHERE chunk >= (SELECT hot_from FROM compaction_state)"
+        "WHERE chunk >= hot_from()"
     )
     op.execute(
         "CREATE TABLE points (metric_id INTEGER NOT NULL, series_id BIGINT NOT NULL, "
@@ -137,10 +143,11 @@ def downgrade() -> None:
     )
     op.execute(
         "INSERT INTO points SELECT metric_id, series_id, step, value, chunk FROM point_values "
-        "WHERE chunk < (SELECT hot_from FROM compaction_state) "
+        "WHERE chunk < hot_from() "
         "ORDER BY metric_id, series_id, step"
     )
     op.execute("DROP TABLE point_values")
+    op.execute("DROP FUNCTION hot_from()")
     op.execute("DROP TABLE compaction_state")
     op.execute("CREATE INDEX ix_points_series_step ON points (series_id, step)")
     op.execute("DROP INDEX uq_rollups_block")

@@ -31,8 +31,7 @@ id before the seal, so it is among those waited for.
 
 from __future__ import annotations
 
-import io
-import math
+import struct
 import threading
 import time
 import weakref
@@ -40,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -64,6 +64,32 @@ def partition_name(index: int) -> str:
     return f"point_values_p{index}"
 
 
+_COPY = (
+    "COPY point_values (metric_id, series_id, step, value, time, chunk) FROM STDIN (FORMAT binary)"
+)
+_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_TRAILER = struct.pack(">h", -1)
+_ROW = np.dtype(
+    [
+        ("fields", ">i2"),
+        *(
+            pair
+            for name, kind in (
+                ("metric_id", ">i4"),
+                ("series_id", ">i8"),
+                ("step", ">i8"),
+                ("value", ">f8"),
+                ("time", ">f8"),
+                ("chunk", ">i8"),
+            )
+            for pair in ((f"{name}_size", ">i4"), (name, kind))
+        ),
+    ]
+)
+"""One row of PostgreSQL's binary COPY format: the field count, then each field's size and its
+big-endian value. NaN and ±Inf are values like any other there."""
+
+
 def write(
     conn: Connection,
     db: Database,
@@ -73,17 +99,26 @@ def write(
     times: Sequence[float],
 ) -> None:
     """COPY values (with their step's wall time) into the open chunk, in the caller's write
-    transaction."""
+    transaction: one binary COPY built by NumPy, no Python object per value."""
     conn.execute(sa.text("SELECT pg_current_xact_id()"))  # an id before the chunk is read
     chunk = int(conn.execute(sa.text("SELECT last_value FROM chunk_id_seq")).scalar_one())
-    metric_of = _metric_of(conn, db, set(sids))
-    buf = io.StringIO()
-    for sid, step, value, tm in zip(sids, steps, values, times, strict=True):
-        buf.write(f"{metric_of[sid]}\t{sid}\t{step}\t{_text(value)}\t{tm!r}\t{chunk}\n")
+    series = np.asarray(sids, dtype=np.int64)
+    rows = np.empty(series.size, dtype=_ROW)
+    rows["fields"] = 6
+    for name in ("metric_id", "series_id", "step", "value", "time", "chunk"):
+        rows[f"{name}_size"] = _ROW[name].itemsize
+    known, at = np.unique(series, return_inverse=True)
+    metric_of = _metric_of(conn, db, set(known.tolist()))
+    rows["metric_id"] = np.array([metric_of[sid] for sid in known.tolist()], dtype=np.int64)[at]
+    rows["series_id"] = series
+    rows["step"] = np.asarray(steps, dtype=np.int64)
+    rows["value"] = np.asarray(values, dtype=np.float64)
+    rows["time"] = np.asarray(times, dtype=np.float64)
+    rows["chunk"] = chunk
+    rows = rows[np.lexsort((rows["step"], rows["series_id"]))]  # each index's inserts in order
     driver: Any = conn.connection.driver_connection
-    statement = "COPY point_values (metric_id, series_id, step, value, time, chunk) FROM STDIN"
-    with driver.cursor().copy(statement) as copy:
-        copy.write(buf.getvalue())
+    with driver.cursor().copy(_COPY) as copy:
+        copy.write(_HEADER + rows.tobytes() + _TRAILER)
 
 
 def _metric_of(conn: Connection, db: Database, sids: set[int]) -> dict[int, int]:
@@ -102,14 +137,6 @@ def _metric_of(conn: Connection, db: Database, sids: set[int]) -> dict[int, int]
             known.update(fetched)
         found.update(fetched)
     return found
-
-
-def _text(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return repr(value)
 
 
 @dataclass(frozen=True)
