@@ -32,7 +32,6 @@ from server.domain.labels import InvalidLabelFilter, parse_optional
 from server.domain.rule_errors import RuleError
 from server.domain.rule_params import param_problems
 from server.errors import Forbidden, Rejected, UnsafeTarget
-from server.storage import alarm_tables as t
 
 MASKED_SECRET = "whsec_…"
 _Owned = TypeVar("_Owned", Rule, Receiver, Silence)
@@ -53,10 +52,7 @@ class AlarmConfigService:
     def rule_errors(self, rule_ids: Sequence[str]) -> dict[str, RuleError]:
         """The evaluation errors of these rules: this server's, and those another replica
         saved with the states (the later one wins)."""
-        with self._store.db.read() as conn:
-            saved = errors_of(
-                self._store.states_of(conn, [error_key(i) for i in rule_ids]), rule_ids
-            )
+        saved = errors_of(self._store.states_of([error_key(i) for i in rule_ids]), rule_ids)
         wanted = set(rule_ids)
         for rule_id, error in self._service.evaluator.errors().items():
             if rule_id in wanted and (rule_id not in saved or saved[rule_id].at <= error.at):
@@ -137,7 +133,7 @@ class AlarmConfigService:
 
     def delete_receiver(self, receiver_id: str, *, projects: Sequence[str] | None = None) -> None:
         self._owned(self._store.receiver(receiver_id), projects)
-        self._store.delete(t.receivers, receiver_id)
+        self._store.delete_receiver(receiver_id)
         self._service.reload()
 
     def test_receiver(
@@ -175,7 +171,7 @@ class AlarmConfigService:
 
     def delete_silence(self, silence_id: str, *, projects: Sequence[str] | None = None) -> None:
         self._owned(self._store.silence(silence_id), projects)
-        self._store.delete(t.silences, silence_id)
+        self._store.delete_silence(silence_id)
         self._service.reload()
 
     # -- alerts -------------------------------------------------------------------------------

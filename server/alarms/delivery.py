@@ -1,9 +1,10 @@
 """The delivery worker: drains the outbox into receivers, exactly once per message.
 
-A message is claimed with a lease (so replicas never send it twice at once), posted with its
-stable `webhook-id`, and marked delivered on 2xx. 4xx other than 408/429 is final and recorded;
-5xx, timeouts and refused connections are retried with exponential backoff and jitter until the
-message is `max_age_s` old. A restart picks up whatever was not delivered.
+Drafts are made into bodies first (`drafts.py`: the diagnoses they owe, made here rather than on
+the ingest path). A message is claimed with a lease (so replicas never send it twice at once),
+posted with its stable `webhook-id`, and marked delivered on 2xx. 4xx other than 408/429 is final
+and recorded; 5xx, timeouts and refused connections are retried with exponential backoff and
+jitter until the message is `max_age_s` old. A restart picks up whatever was not delivered.
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
 from server.alarms import signing
+from server.alarms.drafts import Drafts
 from server.alarms.outbound import TargetPolicy
 from server.alarms.payloads import render, sample_event
 from server.alarms.safe_http import TrialResult, post, send_trial, webhook_client
 from server.domain.alarms import Receiver
 from server.errors import UnsafeTarget
-from server.storage import alarm_tables as t
+from server.storage import alarm_outbox
 from server.storage.db import Database
+
+LEASE_S = 60.0
 
 log = logging.getLogger("mismatch_monitor.alarms")
 
@@ -47,8 +50,10 @@ class DeliveryWorker:
         interval_s: float = 1.0,
         timeout_s: float = 5.0,
         ticks: list[Callable[[], None]] | None = None,
+        drafts: Drafts | None = None,
     ) -> None:
         self.db = db
+        self.drafts = drafts
         self.policy = policy
         self.max_age_s = max_age_s
         self.interval_s = interval_s
@@ -94,48 +99,30 @@ class DeliveryWorker:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                while self.deliver_due():
+                while self._drain():
                     pass
             except Exception:
                 log.exception("alarm delivery loop error")
             self._wake.wait(self.interval_s)
             self._wake.clear()
 
+    def _drain(self) -> int:
+        made = self.drafts.prepare() if self.drafts is not None else 0
+        return made + self.deliver_due()
+
     def deliver_due(self, now: float | None = None) -> int:
         """Send every message that is due; returns how many were attempted."""
         now = time.time() if now is None else now
-        o = t.outbox.c
-        due = sa.and_(
-            o.delivered_at.is_(None),
-            o.gave_up_at.is_(None),
-            o.next_attempt_at <= now,
-            sa.or_(o.lease_until.is_(None), o.lease_until < now),
-        )
         with self.db.read() as conn:  # a cheap look first: no write lock when nothing is due
-            if conn.execute(sa.select(o.id).where(due).limit(1)).first() is None:
+            if not alarm_outbox.any_due(conn, now):
                 return 0
         with self.db.write() as conn:
-            rows = conn.execute(
-                sa.select(t.outbox, t.receivers.c.url, t.receivers.c.secret)
-                .select_from(
-                    t.outbox.join(t.receivers, t.receivers.c.id == o.receiver_id, isouter=True)
-                )
-                .where(due)
-                .order_by(o.created_at)
-                .limit(50)
-            ).all()
-            if rows:
-                conn.execute(
-                    sa.update(t.outbox)
-                    .where(o.id.in_([r.id for r in rows]))
-                    .values(lease_until=now + 60)
-                )
+            rows = alarm_outbox.claim_due(conn, now, lease_s=LEASE_S)
         for row in rows:
-            self._send(row._mapping, now)
+            self._send(row, now)
         return len(rows)
 
     def _send(self, row: RowMapping, now: float) -> None:
-        o = t.outbox.c
         update: dict[str, Any] = {"attempts": row["attempts"] + 1, "lease_until": None}
         if row["url"] is None:
             update.update(gave_up_at=now, last_error="receiver deleted")
@@ -169,7 +156,7 @@ class DeliveryWorker:
             else:
                 update["next_attempt_at"] = time.time() + backoff(update["attempts"])
         with self.db.write() as conn:
-            conn.execute(sa.update(t.outbox).where(o.id == row["id"]).values(**update))
+            alarm_outbox.finish(conn, row["id"], update)
 
     def send_test(self, receiver: Receiver) -> TrialResult:
         """A signed test message straight to a receiver (not through the outbox). The answer is

@@ -4,7 +4,9 @@ each with its one-line explanation (the vocabulary of `server.domain.parity`, wh
 view shows too), the run's lag and weight version at the alert's step, and a link to the compare
 view against the reference around that step.
 
-Read once, when the alert fires; a diagnosis that cannot be made never stops the alert.
+Made once, for the alert's first message, on the delivery worker's thread (the outbox keeps the
+message as a draft until then): never on the ingest path. A diagnosis that cannot be made never
+stops the alert.
 """
 
 from __future__ import annotations
@@ -37,12 +39,12 @@ class Diagnostician:
     def diagnose(self, alert: Alert, rule: Rule) -> Diagnosis | None:
         """The diagnosis of a firing alert of a diagnosed rule; None for other rules, or when
         it could not be read (the alert goes out without one)."""
-        if not rule.diagnosed:
-            return None
-        metric = rule.headline_metric
-        if signals.is_family(metric):  # the member this run's series was watched through
-            members = signals.members(metric)
-            metric = alert.metric if alert.metric in members else members[0]
+        metric = metric_of(alert, rule)
+        return None if metric is None else self.diagnose_at(alert, metric)
+
+    def diagnose_at(self, alert: Alert, metric: str) -> Diagnosis | None:
+        """The diagnosis of a firing alert whose compare link shows `metric` (`metric_of`);
+        None when it could not be read."""
         try:
             found = self._diagnose(alert, metric)
         except Exception:
@@ -100,6 +102,18 @@ class Diagnostician:
             span=SPAN,
         )
         return Diagnosis(reference, differences, lag, version, urls.absolute(self._base_url, link))
+
+
+def metric_of(alert: Alert, rule: Rule) -> str | None:
+    """The metric a diagnosis of an alert of `rule` shows; None when the rule is not diagnosed.
+    Decided when the alert is recorded, from the rule as it was then."""
+    if not rule.diagnosed:
+        return None
+    metric = rule.headline_metric
+    if signals.is_family(metric):  # the member this run's series was watched through
+        members = signals.members(metric)
+        metric = alert.metric if alert.metric in members else members[0]
+    return metric
 
 
 def differences_from(

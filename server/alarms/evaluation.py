@@ -1,9 +1,16 @@
-"""Rule evaluation over in-memory per-series state: no database, no network.
+"""Rule evaluation: decisions from states and values — no database, no network.
 
 Rules are resolved once per series into a plan (`plans.py`), and a batch is evaluated a series
-at a time. What evaluation decides comes out as `Fired` transitions; what happens to them
-(alerts, silences, webhooks) is `recording.py`'s business. The live service and a backtest over
-a stored run feed the same `Evaluator`, so a backtest raises exactly what live evaluation would.
+at a time, over the states of a `StateBook`. What evaluation decides comes out as `Fired`
+transitions, each naming the alert it opens or moves (`ids.alert_for`: the state's key and the
+step it fired at) and, for a collapse precursor, the alert of its trigger; what happens to them
+(alerts, silences, webhooks) is `recording.py`'s business, and nothing it does comes back here.
+The live service and a backtest over a stored run feed the same `Evaluator`, so a backtest
+raises exactly what live evaluation would.
+
+A transition's clock is its record's own time (`cooldown_s`, `repeat_s`): evaluating the same
+stored steps again decides the same. `now` is when the values were seen, what the no-data check
+(`no_data`) measures silence from.
 
 **A failing rule fails alone.** An exception from one rule on one series is caught there: that
 series' state is marked so the rule leaves it alone from then on, and the rule's error is kept
@@ -14,41 +21,38 @@ error. Other rules, series, runs and projects never notice.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from server.alarms import failures, plans
+from server.alarms import failures, ids, plans, stepping
+from server.alarms.book import StateBook
 from server.alarms.failures import error_key
-from server.alarms.state import advance, no_data, seen
-from server.domain.alarms import DEFAULT_NO_DATA_S, Fired, Rule, RunActivity, StateKey, Subject
+from server.alarms.state import advance, no_data
+from server.domain.alarm_keys import StateKey, StreamKey
+from server.domain.alarms import DEFAULT_NO_DATA_S, Fired, Rule, RunActivity, Subject
 from server.domain.records import StoredRecord
 from server.domain.rule_errors import RuleError
 
 Work = list[tuple[plans.Plan, list[StoredRecord]]]
-Fail = Callable[[plans.Slot, BaseException], None]
 STALLED_HORIZON_S = 24 * 3600  # runs quiet for longer are old news, not stalled
-_isfinite = math.isfinite
 log = logging.getLogger("mismatch_monitor.alarms")
 
 
 class Evaluator:
-    """Holds the rules and every series' state; thread-safe (ingest threads and the
-    housekeeping thread share it)."""
+    """Holds the rules and evaluates over the states of a book; thread-safe (ingest threads and
+    the housekeeping thread share it, under the book's lock)."""
 
     def __init__(
         self,
         rules: Iterable[Rule] = (),
-        states: dict[StateKey, Any] | None = None,
+        book: StateBook | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ):
-        self.lock = threading.RLock()
-        self.states: dict[StateKey, dict[str, Any]] = dict(states or {})
-        self.dirty: set[StateKey] = set()
+        self.book = book if book is not None else StateBook()
         self.failures: Counter[str] = Counter()  # evaluation errors per rule id, in this process
         self._clock = clock
         self._unready: set[str] = set()  # rules that could not be made ready: not evaluated
@@ -79,11 +83,23 @@ class Evaluator:
                         index[rule.project][name].append(rule)
             if by_id != self._rules:  # series plans hold rules: build them again when used
                 self._plans = {}
+            gone = set(self._rules) - set(by_id)  # not the states read before the first rules
             self._rules = by_id
             self._index = {project: dict(metrics) for project, metrics in index.items()}
             self._unready &= set(by_id)
-            for key in [k for k in self.states if k[0] not in by_id]:
-                del self.states[key]
+            self.book.drop([k for k in self.states if k.rule_id in gone])
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self.book.lock
+
+    @property
+    def states(self) -> dict[StateKey, dict[str, Any]]:
+        return self.book.states
+
+    @property
+    def dirty(self) -> set[StateKey]:
+        return self.book.dirty
 
     def rules(self) -> dict[str, Rule]:
         with self.lock:
@@ -93,10 +109,10 @@ class Evaluator:
     def fail(self, rule: Rule, key: StateKey | None, exc: BaseException, now: float) -> None:
         """Keep a rule's failure on series `key` (None: the rule could not be made ready) to
         itself (`failures.mark`); counted for `/metrics`, with the traceback in the log."""
-        text = failures.mark(self.states, rule, key, exc, now)
+        text = failures.mark(self.book, rule, key, exc, now)
         self.dirty.update({error_key(rule.id)} if key is None else {error_key(rule.id), key})
         self.failures[rule.id] += 1
-        where = "every series" if key is None else f"series {key[1]!r}"
+        where = "every series" if key is None else f"series {key.series_text()!r}"
         log.error("rule %s (%r) stops on %s: %s", rule.id, rule.name, where, text, exc_info=exc)
 
     def errors(self) -> dict[str, RuleError]:
@@ -120,7 +136,7 @@ class Evaluator:
         self.states.pop(error_key(rule_id), None)
         self.dirty.discard(error_key(rule_id))
         for key, st in self.states.items():
-            if key[0] == rule_id:
+            if key.rule_id == rule_id:
                 st.pop("error", None)
 
     # -- evaluation -----------------------------------------------------------------------------
@@ -143,10 +159,23 @@ class Evaluator:
                     present = {name for rec in recs for name in rec.metrics}
                     if plan is not None:
                         present.update(metric for metric, _ in plan)
-                    plan = plans.build(self._index[key[0]], self.states, key, present)
+                    plan = plans.build(self._index[key[0]], self.book, key, present)
                     self._plans[key] = plan
                 work.append((plan, recs))
         return work
+
+    def watched(self, project: str) -> set[str] | None:
+        """The metrics the project's rules read (None: every metric)."""
+        with self.lock:
+            names = set(self._index.get(project, {}))
+        return None if "*" in names else names
+
+    def replan(self, stream: StreamKey) -> None:
+        """Forget the stream's plans: evaluated again from its first step, it is planned again
+        from the metrics of that step on (the strongest member of a family it logged then)."""
+        with self.lock:
+            for key in [k for k in self._plans if plans.stream_of(k) == stream]:
+                del self._plans[key]
 
     def feed(self, work: Work, now: float) -> list[Fired]:
         """Evaluate planned work; returns the transitions it caused, in order."""
@@ -180,7 +209,7 @@ class Evaluator:
                 try:
                     if (
                         slot.quiet is not None
-                        and settled(slot.state)
+                        and stepping.settled(slot.state)
                         and slot.quiet(series[metric][1])
                     ):
                         continue
@@ -193,8 +222,8 @@ class Evaluator:
             st = group[0][1].state
             self.dirty.add(group[0][1].key)
             try:
-                if settled(st) and all(slot.scan is not None for _, slot in group):
-                    trial = _copy(st["eval"])
+                if stepping.settled(st) and all(slot.scan is not None for _, slot in group):
+                    trial = stepping.copy(st["eval"])
                     if all(slot.scan(trial, m, *series[m]) for m, slot in group):  # type: ignore[misc]
                         st["eval"] = trial
                         continue
@@ -203,12 +232,13 @@ class Evaluator:
                 continue
             replay.extend(group)
         if replay:
-            _replay(
+            stepping.replay(
                 replay,
                 records,
                 now,
                 fired,
                 lambda slot, exc: self.fail(slot.rule, slot.key, exc, now),
+                self.linked,
             )
 
     def stalled(self, runs: Sequence[RunActivity], now: float) -> list[Fired]:
@@ -217,7 +247,7 @@ class Evaluator:
         with self.lock:
             fired = []
             for rule, run, key in self.stalled_watch(runs, now):
-                st = self.states.setdefault(key, {})
+                st = self.book.state(key)
                 if "error" in st:
                     continue
                 quiet = now - (run.last_seen or now)
@@ -237,9 +267,13 @@ class Evaluator:
                     self.fail(rule, key, exc, now)
                     continue
                 self.dirty.add(key)
-                if transition is not None:
-                    subject = Subject(run.id, run.project, run.labels, None, None, step)
-                    fired.append(Fired(rule, key[1], subject, "last_seen_age_s", transition))
+                if transition is None:
+                    continue
+                if transition.kind == "firing":  # not replayed: the clock tells firings apart
+                    st["alert_id"] = ids.alert_for(key, step, salt=repr(now))
+                subject = Subject(run.id, run.project, run.labels, None, None, step)
+                alert = str(st.get("alert_id", ""))
+                fired.append(Fired(rule, key, subject, "last_seen_age_s", transition, alert))
         return fired
 
     def stalled_watch(
@@ -253,7 +287,7 @@ class Evaluator:
                 if r.kind == "stalled" and r.enabled and r.id not in self._unready
             ]
         return [
-            (rule, run, (rule.id, f"{run.id}|stalled"))
+            (rule, run, StateKey.of_run(rule.id, run.project, run.id))
             for rule in rules
             for run in runs
             if run.project == rule.project
@@ -268,7 +302,7 @@ class Evaluator:
         fired = []
         with self.lock:
             for key in list(self.states) if keys is None else keys:
-                rule, st = self._rules.get(key[0]), self.states.get(key)
+                rule, st = self._rules.get(key.rule_id), self.states.get(key)
                 if rule is None or st is None or rule.kind == "stalled":
                     continue
                 if st.get("status") != "firing" or "error" in st:
@@ -281,8 +315,9 @@ class Evaluator:
                     continue
                 self.dirty.add(key)
                 if transition is not None:
-                    subject, metric = _subject(rule, key[1], transition.step)
-                    fired.append(Fired(rule, key[1], subject, metric, transition))
+                    subject, metric = _subject(rule, key, transition.step)
+                    alert = str(st.get("alert_id", ""))
+                    fired.append(Fired(rule, key, subject, metric, transition, alert))
         return fired
 
     def firing_keys(self) -> list[StateKey]:
@@ -290,101 +325,28 @@ class Evaluator:
         with self.lock:
             return [k for k, st in self.states.items() if st.get("status") == "firing"]
 
-    # -- the alerts states point at ---------------------------------------------------------
-    def alert_of(self, key: StateKey) -> str | None:
-        with self.lock:
-            found = self.states.get(key, {}).get("alert_id")
-        return None if found is None else str(found)
-
-    def set_alert(self, key: StateKey, alert_id: str) -> None:
-        with self.lock:
-            self.states.setdefault(key, {})["alert_id"] = alert_id
-            self.dirty.add(key)
-
-    def trigger_alert(self, rule: Rule, run_id: str) -> str | None:
+    # -- the alert a precursor follows ---------------------------------------------------------
+    def linked(self, rule: Rule, stream: StreamKey) -> str | None:
         """The alert of another rule of the project on a precursor's trigger metric, on the same
         run: what a precursor alert links to (the vllm-kl alert that announced it)."""
         with self.lock:
-            for (rule_id, series), st in self.states.items():
-                other = self._rules.get(rule_id)
+            for key, st in self.states.items():
+                other = self._rules.get(key.rule_id)
                 if (
                     other is not None
                     and other.id != rule.id
                     and other.project == rule.project
                     and other.metric == rule.trigger
-                    and series.startswith(f"{run_id}|")
+                    and key.run_id == stream.run_id
+                    and key.project == stream.project
                     and st.get("alert_id")
                 ):
                     return str(st["alert_id"])
         return None
 
 
-def _replay(
-    active: list[tuple[str, plans.Slot]],
-    records: list[StoredRecord],
-    now: float,
-    fired: list[Fired],
-    fail: Fail,
-) -> None:
-    """Records one by one through the slots that may act on them. A slot whose rule raises is
-    handed to `fail` and dropped for the records that follow (with every slot of its state: a
-    precursor's metrics share one)."""
-    for rec in records:
-        metrics = rec.metrics
-        for metric, slot in active:  # `active` rebound below: this record keeps its list
-            value = metrics.get(metric)
-            if value is None:
-                continue
-            st = slot.state
-            try:
-                verdict = slot.check(st["eval"], value, metric, rec.step)
-                if settled(st) and (not verdict.breach or not slot.advances):
-                    continue  # the common case: nothing to advance
-                seen(st, step=rec.step, value=value, now=now)
-                if not slot.advances or (slot.holds and not _isfinite(value)):
-                    continue  # a trigger only marks a step; a NaN neither breaches nor clears
-                for_steps, resolve_steps, repeat_s, cooldown_s = slot.timing
-                transition = advance(
-                    st,
-                    verdict.breach,
-                    step=rec.step,
-                    value=verdict.value,
-                    threshold=verdict.threshold,
-                    now=now,
-                    for_steps=for_steps,
-                    resolve_steps=resolve_steps,
-                    repeat_s=repeat_s,
-                    cooldown_s=cooldown_s,
-                )
-            except Exception as exc:
-                fail(slot, exc)
-                active = [pair for pair in active if pair[1].state is not st]
-                continue
-            if transition is not None:
-                subject = Subject(
-                    rec.run_id, rec.project, rec.labels, rec.source, rec.actor, rec.step
-                )
-                fired.append(Fired(slot.rule, slot.key[1], subject, metric, transition))
-
-
-def _subject(rule: Rule, series: str, step: int) -> tuple[Subject, str]:
-    """Where a state's series is, from its key: run|source|actor, then the metric (a precursor
-    keeps one state for all of its metrics and names its trigger)."""
-    parts = series.split("|", 3)
-    run_id, source, actor = [*parts, "", "", ""][:3]
-    metric = parts[3] if len(parts) > 3 else rule.trigger
-    return Subject(run_id, rule.project, {}, source or None, actor or None, step), metric
-
-
-def settled(st: dict[str, Any]) -> bool:
-    """No alert open and none pending: a value that does not breach changes nothing."""
-    return st.get("status", "ok") == "ok" and not st.get("pending")
-
-
-def _copy(state: Any) -> Any:
-    """A copy of a rule's JSON-like state deep enough that a failed trial leaves it untouched."""
-    if isinstance(state, dict):
-        return {k: _copy(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return state[:]  # lists hold numbers only
-    return state
+def _subject(rule: Rule, key: StateKey, step: int) -> tuple[Subject, str]:
+    """Where a state is, from its key (a precursor keeps one state for all of its metrics and
+    names its trigger)."""
+    subject = Subject(key.run_id, rule.project, {}, key.source or None, key.actor or None, step)
+    return subject, key.metric or rule.trigger

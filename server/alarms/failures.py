@@ -1,7 +1,7 @@
 """What evaluation keeps of a rule that failed: its error beside its states, and whether a rule
 can be made ready to evaluate at all.
 
-A rule's last error is one more state of the rule, under the series `ERROR_SERIES`: it is
+A rule's last error is one more state of the rule, of the rule's own scope: it is
 saved with the states, read back after a restart (and by every replica), and deleted with them
 when the rule is changed or deleted — no column of its own. A series a rule failed on carries
 `error` in its own state, so the rule leaves that series alone from then on.
@@ -13,15 +13,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from server.alarms import plans, rules
-from server.domain.alarms import DEFAULT_NO_DATA_S, Rule, StateKey
+from server.alarms.book import StateBook
+from server.domain.alarm_keys import StateKey
+from server.domain.alarms import DEFAULT_NO_DATA_S, Rule
 from server.domain.rule_errors import RuleError
 
-ERROR_SERIES = "!error"  # no run id starts with "!": never a series a rule evaluates
 MAX_ERROR_CHARS = 500
 
 
 def error_key(rule_id: str) -> StateKey:
-    return (rule_id, ERROR_SERIES)
+    return StateKey.of_rule(rule_id)
 
 
 def message(exc: BaseException) -> str:
@@ -50,25 +51,25 @@ def unready(rule: Rule) -> Exception | None:
 
 
 def mark(
-    states: dict[StateKey, dict[str, Any]],
+    book: StateBook,
     rule: Rule,
     key: StateKey | None,
     exc: BaseException,
     now: float,
 ) -> str:
-    """Note a failure of `rule` on series `key` (None: it could not be made ready) in `states`:
+    """Note a failure of `rule` on series `key` (None: it could not be made ready) in `book`:
     the series' state is marked, so the rule leaves it alone from now on, and the rule's error
     state counts it. Returns the error's message."""
     text = message(exc)
     if key is not None:
-        states.setdefault(key, {})["error"] = text
-    state = states.setdefault(error_key(rule.id), {})
+        book.state(key)["error"] = text
+    state = book.state(error_key(rule.id))
     count = state.get("count")
     state.update(
         message=text,
         at=now,
         count=(count if isinstance(count, int) else 0) + 1,
-        series=None if key is None else key[1],
+        series=None if key is None else key.series_text(),
         project=rule.project,
     )
     return text

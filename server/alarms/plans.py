@@ -17,9 +17,11 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from server.alarms.book import StateBook
 from server.alarms.rules import Check, Scan, Verdict, compile_rule, compile_scan, quiet_check
 from server.domain import signals
-from server.domain.alarms import Rule, StateKey
+from server.domain.alarm_keys import StateKey, StreamKey
+from server.domain.alarms import Rule
 
 PlanKey = tuple[str, str, str, str, str | None, tuple[tuple[str, str], ...]]
 
@@ -40,15 +42,27 @@ class Slot:
 
 
 class Plan(list[tuple[str, list[Slot]]]):
-    """(metric, slots) pairs of one series, and the family members that would change it."""
+    """(metric, slots) pairs of one series, the stream it reads, and the family members that
+    would change it."""
 
     stronger: frozenset[str] = frozenset()
+
+    def __init__(self, stream: StreamKey) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def state_keys(self) -> list[StateKey]:
+        return [slot.key for _, slots in self for slot in slots]
 
 
 def plan_key(
     project: str, run_id: str, source: str, actor: str, gpu: str | None, labels: Mapping[str, str]
 ) -> PlanKey:
     return (project, run_id, source, actor, gpu, tuple(sorted(labels.items())))
+
+
+def stream_of(key: PlanKey) -> StreamKey:
+    return StreamKey(*key[:4])
 
 
 def timing(rule: Rule) -> tuple[int, int, float, float]:
@@ -64,16 +78,16 @@ def timing(rule: Rule) -> tuple[int, int, float, float]:
 
 def build(
     by_metric: dict[str, list[Rule]],
-    states: dict[StateKey, dict[str, Any]],
+    book: StateBook,
     key: PlanKey,
     present: Collection[str] = (),
 ) -> Plan:
     """The plan of one series whose records so far logged the metric names in `present`;
-    missing states are created in `states` (empty until used)."""
-    project, run_id, source, actor, gpu, label_items = key
+    missing states are created in `book` (empty until used)."""
+    project, run_id, source, _, gpu, label_items = key
     labels = dict(label_items)
-    base = f"{run_id}|{source}|{actor}"
-    plan = Plan()
+    stream = stream_of(key)
+    plan = Plan(stream)
     stronger: set[str] = set()
     checks: dict[tuple[str, str | None], tuple[Check, Scan | None, Any]] = {}
     for metric, rules in by_metric.items():
@@ -98,8 +112,12 @@ def build(
                 if signal is None or signal.metric != metric:
                     continue  # the series is watched through a stronger member
             precursor = rule.kind == "precursor"
-            state_key = (rule.id, base if precursor else f"{base}|{metric}")
-            state = states.setdefault(state_key, {})
+            state_key = (
+                StateKey.of_stream(rule.id, stream)
+                if precursor
+                else StateKey.of_metric(rule.id, stream, metric)
+            )
+            state = book.state(state_key)
             state.setdefault("eval", {})
             trigger = precursor and metric in signals.members(rule.trigger)
             compiled_key = (rule.id, signal.metric if signal is not None else None)

@@ -1,9 +1,17 @@
-"""What becomes of transitions: alerts opened and ended, grouped into incidents, and the messages
-their receivers get (`incidents.py` says which; `payloads.py` how they read).
+"""What becomes of what evaluation decided: alerts opened, ended, corrected or withdrawn, grouped
+into incidents, and the messages their receivers get (`incidents.py` says which, `payloads.py`
+how they read). Everything it needs arrives with the transitions — the alert ids included — so
+nothing here reaches back into evaluation.
+
+Recording is idempotent: a transition whose alert is stored already (its stream was evaluated
+again after a restart) records nothing. A `Rewind` (steps arrived late, the stream was evaluated
+again from its first step) brings the stream's alerts from its late step on in line with what
+that evaluation raised (`reconcile.py`).
 
 Silences mute messages, not alerts: a silenced alert is still recorded (and shown), flagged, in
 no incident. A precursor alert links to the vllm-kl alert that announced it. A mismatch alert's
-first message carries a diagnosis (`diagnosis.py`).
+first message owes a diagnosis: it is written as a draft that the delivery worker completes
+(`drafts.py`), off the ingest path.
 
 Incidents are decided one run at a time: in this process under a lock, and among PostgreSQL
 replicas under an advisory lock in the transaction that records them.
@@ -11,75 +19,60 @@ replicas under an advisory lock in the transaction that records them.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from server.alarms import ids, incidents, payloads
-from server.alarms.diagnosis import Diagnostician
-from server.alarms.evaluation import Evaluator
-from server.alarms.incidents import Grouping, Notice
-from server.alarms.store import AlarmStore, Fold, OutboxMessage
-from server.domain.alarms import Alert, Diagnosis, Fired, Receiver, Silence
+from server.alarms import incidents, reconcile
+from server.alarms.incidents import Grouping
+from server.alarms.messages import Messages
+from server.alarms.streams import Progress
+from server.domain.alarms import Alert, Fired, Receiver, Rule, Silence
+from server.storage import alarm_alerts, alarm_outbox
+from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.alarms")
 
 
 class Recorder:
-    def __init__(
-        self,
-        store: AlarmStore,
-        evaluator: Evaluator,
-        *,
-        base_url: str,
-        grouping: Grouping | None = None,
-    ) -> None:
-        self.store = store
-        self.evaluator = evaluator
-        self.base_url = base_url
+    def __init__(self, db: Database, *, base_url: str, grouping: Grouping | None = None) -> None:
+        self._db = db
         self.grouping = grouping or Grouping()
-        self.diagnostician = Diagnostician(store.db, base_url=base_url)
+        self.messages = Messages(base_url, self.grouping)
         self._lock = threading.Lock()
         self._recording = threading.Lock()
-        self._receivers: dict[str, list[Receiver]] = {}
         self._silences: list[Silence] = []
 
-    def configure(self, receivers: Sequence[Receiver], silences: Sequence[Silence]) -> None:
-        by_project: dict[str, list[Receiver]] = {}
-        for receiver in receivers:
-            by_project.setdefault(receiver.project, []).append(receiver)
+    def configure(
+        self, rules: Sequence[Rule], receivers: Sequence[Receiver], silences: Sequence[Silence]
+    ) -> None:
+        self.messages.configure(rules, receivers)
         with self._lock:
-            self._receivers = by_project
             self._silences = list(silences)
 
-    def record(self, fired: Sequence[Fired], now: float, conn: Connection | None = None) -> None:
-        """Store the alerts and outbox messages of `fired` (in `conn`'s transaction if given)."""
-        with self._recording:
-            opened, ended, repeated, muted = self._alerts(fired, now)
-            runs = sorted({(a.project, a.run_id) for a in [*opened, *ended, *repeated]})
-            if conn is not None:
-                self.store.lock_runs(conn, runs)
-            if opened:
-                stored_open = self.store.open_alerts(runs, conn)
-                opened = incidents.assign(opened, stored_open, self.grouping.window_steps)
-                placed = {a.id: a.incident_id for a in opened}  # some end in the same batch
-                ended = [replace(a, incident_id=placed.get(a.id, a.incident_id)) for a in ended]
-                repeated = [
-                    replace(a, incident_id=placed.get(a.id, a.incident_id)) for a in repeated
-                ]
-            told = [a for a in ended if a.id not in muted]
-            again = [a for a in repeated if a.id not in muted]
-            touched = {a.incident_id or a.id for a in [*opened, *told, *again] if not a.silenced}
-            stored = self.store.incident_alerts(sorted(touched), conn) if touched else {}
-            notices = incidents.notices(opened, told, again, stored)
-            messages, folds = self._outbox(notices, now)
-            self.store.record(opened, ended, messages, conn, folds)
-        for alert in opened:
+    def record(self, progress: Progress, now: float, conn: Connection | None = None) -> int:
+        """Store what `progress` decided, with its outbox messages, in `conn`'s transaction if
+        given (then they commit with the states that led to them); returns how many alerts
+        changed."""
+        if not progress.fired and not progress.rewinds:
+            return 0
+        with self._recording, self._transaction(conn) as c:
+            changes = self._transitions(progress.fired, now, c)
+            for rewind in progress.rewinds:
+                changes.add(
+                    reconcile.changes(
+                        rewind,
+                        alarm_alerts.of_stream_since(c, rewind.stream, rewind.since),
+                        now,
+                        self._silenced,
+                    )
+                )
+            self._store(changes, now, c, lock_runs=conn is not None)
+        for alert in changes.opened:
             log.warning(
                 "alert %s firing: %s on %s/%s = %s at step %s",
                 alert.id,
@@ -89,61 +82,40 @@ class Recorder:
                 alert.value,
                 alert.step,
             )
+        return changes.count()
 
-    def _alerts(
-        self, fired: Sequence[Fired], now: float
-    ) -> tuple[list[Alert], list[Alert], list[Alert], set[str]]:
-        """(opened, ended, repeated) alerts of the transitions, and the ids of alerts whose
-        transition a silence mutes."""
-        opened: list[Alert] = []
-        ended: list[Alert] = []
-        repeated: list[Alert] = []
-        muted: set[str] = set()
+    @contextmanager
+    def _transaction(self, conn: Connection | None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+        else:
+            with self._db.write() as new:
+                yield new
+
+    def _transitions(self, fired: Sequence[Fired], now: float, c: Connection) -> reconcile.Changes:
+        """Alerts opened, ended and repeated by `fired`; those stored already are left alone."""
+        changes = reconcile.Changes()
+        stored = alarm_alerts.by_ids(c, {f.alert_id for f in fired if f.alert_id})
+        opened: dict[str, Alert] = {}
         for f in fired:
-            key = (f.rule.id, f.series)
             tr = f.transition
             silenced = self._silenced(f, now)
             if tr.kind == "firing":
-                alert = Alert(
-                    id=ids.alert(),
-                    rule_id=f.rule.id,
-                    rule_name=f.rule.name,
-                    project=f.rule.project,
-                    run_id=f.subject.run_id,
-                    metric=f.metric,
-                    source=f.subject.source,
-                    actor=f.subject.actor,
-                    severity=f.rule.severity,
-                    state="firing",
-                    step=tr.step,
-                    value=tr.value,
-                    threshold=tr.threshold,
-                    started_at=now,
-                    linked_alert_id=(
-                        self.evaluator.trigger_alert(f.rule, f.subject.run_id)
-                        if f.rule.kind == "precursor"
-                        else None
-                    ),
-                    silenced=silenced,
-                )
-                self.evaluator.set_alert(key, alert.id)
-                opened.append(alert)
+                if f.alert_id not in stored and f.alert_id not in opened:
+                    opened[f.alert_id] = reconcile.opened(f, now, silenced)
                 continue
-            alert_id = self.evaluator.alert_of(key)
-            found = next((a for a in opened if a.id == alert_id), None) or (
-                self.store.alert(alert_id) if alert_id else None
-            )
-            if found is None:
-                continue
+            found = opened.get(f.alert_id) or stored.get(f.alert_id)
+            if found is None or not found.open:
+                continue  # recorded before, or an alert of a state from before ids were decided
             if silenced:
-                muted.add(found.id)
-            if tr.kind == "resolved":
-                ended.append(found.resolved(step=tr.step, at=now))
-            elif tr.kind == "no_data":
-                ended.append(found.without_data(step=tr.step, at=now))
-            else:
-                repeated.append(found)
-        return opened, ended, repeated, muted
+                changes.muted.add(found.id)
+            if tr.kind == "repeat":
+                changes.repeated.append(found)
+                continue
+            end = found.resolved if tr.kind == "resolved" else found.without_data
+            changes.ended.append(end(step=tr.step, at=now))
+        changes.opened = list(opened.values())
+        return changes
 
     def _silenced(self, f: Fired, now: float) -> bool:
         with self._lock:
@@ -153,77 +125,29 @@ class Recorder:
             for s in silences
         )
 
-    # -- messages ---------------------------------------------------------------------------
-    def _outbox(
-        self, notices: Sequence[Notice], now: float
-    ) -> tuple[list[OutboxMessage], list[Fold]]:
-        messages: list[OutboxMessage] = []
-        folds: list[Fold] = []
-        diagnoses: dict[str, Diagnosis | None] = {}
-        for notice in notices:
-            with self._lock:
-                receivers = list(self._receivers.get(notice.headline.project, []))
-            if not receivers:
-                continue
-            inc = notice.incident_id
-            if notice.kind == "firing":
-                body = self._body("firing", notice, diagnoses)
-                due = now + self.grouping.wait_s  # follow-ups may still join it
-                messages += _each(receivers, f"msg_{inc}_opened", body, now, due)
-            elif notice.kind == "followup":
-                opening = self._body("firing", notice, diagnoses)
-                escalation = (
-                    self._body("escalated", notice, diagnoses) if notice.escalates else None
-                )
-                for receiver in receivers:
-                    fallback = None
-                    if escalation is not None:
-                        name = f"msg_{inc}_escalated_{notice.subject.id}"
-                        (fallback,) = _each([receiver], name, escalation, now, now)
-                    rendered = json.dumps(payloads.render(receiver.format, opening))
-                    folds.append(Fold(f"msg_{inc}_opened_{receiver.id}", rendered, fallback))
-            elif notice.kind in ("resolved", "no_data"):
-                body = self._body(notice.kind, notice, diagnoses)
-                due = max(now, notice.headline.started_at + self.grouping.wait_s)
-                messages += _each(receivers, f"msg_{inc}_ended", body, now, due)
-            else:
-                body = self._body("repeat", notice, diagnoses)
-                messages += _each(receivers, f"msg_{inc}_repeat_{int(now)}", body, now, now)
-        return messages, folds
-
-    def _body(
-        self, kind: str, notice: Notice, diagnoses: dict[str, Diagnosis | None]
-    ) -> dict[str, Any]:
-        """A notice's body; the first message and an escalation carry a diagnosis — of the
-        escalating alert when it is a mismatch alert, else of the first cause."""
-        diagnosis = None
-        if kind in ("firing", "escalated"):
-            about = notice.subject if kind == "escalated" else notice.headline
-            diagnosis = self._diagnosis(about, diagnoses)
-            if diagnosis is None and about is not notice.headline:
-                diagnosis = self._diagnosis(notice.headline, diagnoses)
-        return payloads.incident_event(
-            kind, notice.alerts, self.base_url, subject=notice.subject, diagnosis=diagnosis
-        )
-
-    def _diagnosis(self, alert: Alert, known: dict[str, Diagnosis | None]) -> Diagnosis | None:
-        if alert.id not in known:
-            rule = self.evaluator.rules().get(alert.rule_id)
-            known[alert.id] = None if rule is None else self.diagnostician.diagnose(alert, rule)
-        return known[alert.id]
-
-
-def _each(
-    receivers: Sequence[Receiver], name: str, event: dict[str, Any], now: float, due: float
-) -> list[OutboxMessage]:
-    """One message per receiver, in its format."""
-    return [
-        OutboxMessage(
-            id=f"{name}_{receiver.id}",
-            receiver_id=receiver.id,
-            body=json.dumps(payloads.render(receiver.format, event)),
-            created_at=now,
-            next_attempt_at=due,
-        )
-        for receiver in receivers
-    ]
+    def _store(
+        self, changes: reconcile.Changes, now: float, c: Connection, *, lock_runs: bool
+    ) -> None:
+        """Group the opened alerts into incidents, decide the notices, write it all."""
+        opened, ended, repeated = changes.opened, changes.ended, changes.repeated
+        runs = sorted({(a.project, a.run_id) for a in [*opened, *ended, *repeated]})
+        if lock_runs:  # replicas: one decides a run's incidents at a time
+            alarm_alerts.lock_runs(c, runs)
+        if opened:
+            stored_open = alarm_alerts.open_by_run(c, runs)
+            opened = incidents.assign(opened, stored_open, self.grouping.window_steps)
+            placed = {a.id: a.incident_id for a in opened}  # some end in the same batch
+            ended = [replace(a, incident_id=placed.get(a.id, a.incident_id)) for a in ended]
+            repeated = [replace(a, incident_id=placed.get(a.id, a.incident_id)) for a in repeated]
+        told = [a for a in ended if a.id not in changes.muted]
+        again = [a for a in repeated if a.id not in changes.muted]
+        touched = {a.incident_id or a.id for a in [*opened, *told, *again] if not a.silenced}
+        stored = alarm_alerts.of_incidents(c, sorted(touched)) if touched else {}
+        notices = incidents.notices(opened, told, again, stored)
+        messages, folds = self.messages.outbox(notices, now)
+        alarm_alerts.insert(c, opened)
+        alarm_alerts.end(c, ended)
+        alarm_alerts.correct(c, changes.corrected)
+        alarm_alerts.withdraw(c, changes.withdrawn)
+        alarm_outbox.record(c, messages, folds)
+        changes.opened = opened

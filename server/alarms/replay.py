@@ -18,7 +18,8 @@ from dataclasses import replace
 
 from server.alarms.evaluation import Evaluator
 from server.deadlines import Deadline
-from server.domain.alarms import Fired, Rule, StateKey, WouldBeAlert
+from server.domain.alarm_keys import StateKey
+from server.domain.alarms import Fired, Rule, WouldBeAlert
 from server.domain.records import StoredRecord
 
 
@@ -67,7 +68,7 @@ def would_be_alerts(fired: Iterable[Fired]) -> list[WouldBeAlert]:
     alerts: list[WouldBeAlert] = []
     open_at: dict[StateKey, int] = {}
     for f in fired:
-        key, tr = (f.rule.id, f.series), f.transition
+        key, tr = f.key, f.transition
         if tr.kind == "firing":
             open_at[key] = len(alerts)
             alerts.append(

@@ -1,53 +1,70 @@
-"""The alarm service: evaluates newly stored values as they are ingested, and records what
-fires.
+"""The alarm service: the alarm path, one way — evaluation (`evaluation.py`, each stream in step
+order by `streams.py`) → recording (`recording.py`: alerts and their outbox messages) → delivery
+(`delivery.py`, on its own thread). Nothing downstream writes back upstream: evaluation decides
+the alert ids, recording only reads what it is handed, and delivery only reads the outbox.
 
-Per-series state lives in the `Evaluator`. With DuckDB one process owns the data: memory is the
-truth, written to the database every couple of seconds and at shutdown, so it survives restarts.
-With PostgreSQL several replicas ingest batches of the same run: each batch is evaluated in a
-turn on its series (an advisory lock) that reads the states from the database and writes them
-back with the alerts they raised. Transitions (an alert firing or resolving) are written at
-once, with their outbox messages; delivery happens off the request path.
+How the work is shared — one process owning a DuckDB file, or replicas sharing PostgreSQL — is
+the business of the turns (`turns.py`); this service takes a turn on the streams a batch touches,
+evaluates and records inside it. The timer-driven checks (stalled runs, no data) take turns
+without waiting.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from sqlalchemy.engine import Connection
-
+from server.alarms.book import StateBook
 from server.alarms.defaults import seed_defaults, seed_pending
 from server.alarms.evaluation import Evaluator
+from server.alarms.history import StoredHistory
 from server.alarms.incidents import Grouping
 from server.alarms.recording import Recorder
 from server.alarms.store import AlarmStore
-from server.domain.alarms import Alert, RunActivity, StateKey
+from server.alarms.streams import History, Progress, Streams
+from server.alarms.turns import LocalTurns, SharedTurns, Turns
+from server.domain.alarm_keys import StateKey, StreamKey
+from server.domain.alarms import Alert, RunActivity
 from server.domain.records import WriteResult
 
 log = logging.getLogger("mismatch_monitor.alarms")
 
+RECOVER_EVERY_S = 30.0
+RECOVER_QUIET_S = 10.0  # a run quiet this long has no batch of its own still being evaluated
+RECOVER_HORIZON_S = 24 * 3600.0  # runs quiet for longer are not looked at
+
 
 class AlarmService:
     def __init__(
-        self, store: AlarmStore, *, base_url: str, grouping: Grouping | None = None
+        self,
+        store: AlarmStore,
+        *,
+        base_url: str,
+        grouping: Grouping | None = None,
+        history: History | None = None,
     ) -> None:
         self.store = store
-        self.evaluator = Evaluator(states=store.load_states())
-        self.recorder = Recorder(store, self.evaluator, base_url=base_url, grouping=grouping)
-        self.transitions = 0
-        self.shared = not store.db.is_duckdb
+        db = store.db
+        self.shared = not db.is_duckdb
+        book = StateBook() if self.shared else StateBook(*store.load_states())
+        self.turns: Turns = SharedTurns(db, book) if self.shared else LocalTurns(db, book)
+        self.evaluator = Evaluator(book=book)
+        self.streams = Streams(self.evaluator, history or StoredHistory(db))
+        self.recorder = Recorder(db, base_url=base_url, grouping=grouping)
+        self.transitions = 0  # alerts changed in this process
+        self.on_recorded: Callable[[], None] = lambda: None  # delivery's wake-up
+        self._next_recovery = 0.0  # the first housekeeping round recovers at once
         seed_pending(store)  # projects made before they were given the pack when made
         self.reload()
 
     def reload(self) -> None:
         """Re-read rules, silences and receivers (after a change, and periodically)."""
-        self.evaluator.set_rules(self.store.rules())
-        self.recorder.configure(self.store.receivers(), self.store.silences(active_at=time.time()))
+        rules = self.store.rules()
+        self.evaluator.set_rules(rules)
+        self.recorder.configure(
+            rules, self.store.receivers(), self.store.silences(active_at=time.time())
+        )
 
     # -- evaluation ---------------------------------------------------------------------------
     def on_ingested(self, result: WriteResult) -> None:
@@ -58,60 +75,96 @@ class AlarmService:
         work = self.evaluator.plan(result.stored)
         if not work:
             return
-        names: list[str] = []
-        keys: list[StateKey] = []
-        if self.shared:  # what a turn among replicas locks and reads; nothing to do otherwise
-            names = [f"series:{r[0].run_id}|{r[0].source}|{r[0].actor}" for _, r in work]
-            keys = [slot.key for plan, _ in work for _, slots in plan for slot in slots]
+        streams = {plan.stream for plan, _ in work}
+        keys = {key for plan, _ in work for key in plan.state_keys()}
         now = time.time()
-        with self._turn(names, keys) as conn:
-            fired = self.evaluator.feed(work, now)
-            if fired:
-                self.recorder.record(fired, now, conn)
-                self.transitions += len(fired)
+        with self.turns.streams(streams, keys) as turn:
+            with self.evaluator.lock:
+                progress = self.streams.advance(work, now)
+            self._recorded(self.recorder.record(progress, now, turn.conn))
+            if progress.rewinds:
+                # Stored steps older than a cursor look evaluated: a stream evaluated again is
+                # saved now, so that a crash cannot take its new states back behind them.
+                self.turns.checkpoint()
 
     def check_stalled(self, runs: Sequence[RunActivity], now: float | None = None) -> None:
         """Timer-driven: runs that went quiet while live fire their project's stalled rule.
         With replicas, one of them checks at a time; the others skip this round."""
         now = time.time() if now is None else now
-        keys = [key for _, _, key in self.evaluator.stalled_watch(runs, now)]
+        keys = {key for _, _, key in self.evaluator.stalled_watch(runs, now)}
         if not keys:
             return
-        with self._turn(["task:stalled"], keys, wait=False) as conn:
-            if conn is None and self.shared:
+        with self.turns.task("stalled", keys) as turn:
+            if turn is None:
                 return
-            fired = self.evaluator.stalled(runs, now)
-            if fired:
-                self.recorder.record(fired, now, conn)
-                self.transitions += len(fired)
+            with self.evaluator.lock:
+                fired = self.evaluator.stalled(runs, now)
+            self._recorded(self.recorder.record(Progress(fired), now, turn.conn))
 
     def check_no_data(self, now: float | None = None) -> None:
         """Timer-driven: alerts whose series stopped reporting end as "no data". With replicas,
         the firing alerts in the database name the states to look at, and one replica looks at a
-        time, holding their series too; the others (or a busy series) wait for the next round."""
+        time, holding their streams too; the others (or a busy stream) wait for the next round."""
         now = time.time() if now is None else now
         keys = self._firing_keys() if self.shared else self.evaluator.firing_keys()
         if not keys:
             return
-        series = {"series:" + "|".join(key[1].split("|", 3)[:3]) for key in keys}
-        with self._turn(["task:no_data", *series], keys, wait=False) as conn:
-            if conn is None and self.shared:
+        streams = {s for key in keys if (s := key.stream) is not None}
+        with self.turns.task("no_data", set(keys), streams) as turn:
+            if turn is None:
                 return
-            fired = self.evaluator.no_data(now, keys)
-            if fired:
-                self.recorder.record(fired, now, conn)
-                self.transitions += len(fired)
+            with self.evaluator.lock:
+                fired = self.evaluator.no_data(now, keys)
+            self._recorded(self.recorder.record(Progress(fired), now, turn.conn))
+
+    def recover(self, now: float | None = None) -> int:
+        """Catch up streams whose stored steps run past their cursor and that send nothing more
+        (the server died between storing their last batch and evaluating it; the client's retry
+        was a duplicate). Only runs quiet for `RECOVER_QUIET_S` are looked at, so that a batch
+        still being evaluated is not taken for a lost one. Returns how many were caught up."""
+        now = time.time() if now is None else now
+        heads = self.store.stored_heads(
+            seen_after=now - RECOVER_HORIZON_S, seen_before=now - RECOVER_QUIET_S
+        )
+        wanted: dict[StreamKey, int] = {}
+        for stream, metric, step in heads:
+            watched = self.evaluator.watched(stream.project)
+            if watched is None or metric in watched:
+                wanted[stream] = max(step, wanted.get(stream, step))
+        cursors = self.store.cursors(list(wanted)) if self.shared else self.evaluator.book.cursors
+        behind = [s for s, head in wanted.items() if (c := cursors.get(s)) and head > c.through]
+        for stream in behind:
+            with self.turns.streams([stream], None) as turn:
+                with self.evaluator.lock:
+                    progress = self.streams.resume(stream, now)
+                self._recorded(self.recorder.record(progress, now, turn.conn))
+        return len(behind)
+
+    def recover_due(self) -> None:
+        """Housekeeping: `recover` at start and every `RECOVER_EVERY_S`."""
+        now = time.time()
+        if now >= self._next_recovery:
+            self._next_recovery = now + RECOVER_EVERY_S
+            self.recover(now)
+
+    def _recorded(self, changed: int) -> None:
+        if changed:
+            self.transitions += changed
+            self.on_recorded()  # something to deliver: do not wait for the next poll
 
     def _firing_keys(self) -> list[StateKey]:
+        """The states of the firing alerts in the database (replicas: none holds them all)."""
         rules = self.evaluator.rules()
         keys = []
         for alert in self.store.alerts(state="firing", limit=10_000):
             rule = rules.get(alert.rule_id)
-            if rule is None or rule.kind == "stalled":
+            if rule is None or rule.kind == "stalled" or alert.source is None:
                 continue
-            series = f"{alert.run_id}|{alert.source}|{alert.actor}"
+            stream = StreamKey(alert.project, alert.run_id, alert.source, alert.actor or "")
             keys.append(
-                (rule.id, series if rule.kind == "precursor" else f"{series}|{alert.metric}")
+                StateKey.of_stream(rule.id, stream)
+                if rule.kind == "precursor"
+                else StateKey.of_metric(rule.id, stream, alert.metric)
             )
         return keys
 
@@ -120,57 +173,9 @@ class AlarmService:
         if seed_defaults(self.store, project):
             self.reload()
 
-    @contextmanager
-    def _turn(
-        self, names: list[str], keys: list[StateKey], *, wait: bool = True
-    ) -> Iterator[Connection | None]:
-        """With PostgreSQL, replicas share the database and each ingests only some batches of a
-        run: evaluation takes turns per series (advisory locks), reads the series' states from
-        the database first and writes them back, with the alerts they raised, in the same
-        transaction. Yields None when `wait` is False and another replica has the turn — the
-        caller then skips. With DuckDB one process owns everything: yields None (no transaction
-        is held; memory is the truth and states are saved every couple of seconds)."""
-        if not self.shared:
-            yield None
-            return
-        with self.store.locked(names, wait=wait) as conn:
-            if conn is None:
-                yield None
-                return
-            stored = self.store.states_of(conn, keys)
-            ev = self.evaluator
-            with ev.lock:
-                for key in keys:
-                    st = ev.states.setdefault(key, {})
-                    st.clear()
-                    st.update(stored.get(key) or {"eval": {}})
-            yield conn
-            with ev.lock:
-                saved = set(keys) | ev.error_keys()  # with the error of a rule that failed
-                changed = {k: ev.states[k] for k in saved & ev.dirty}
-                ev.dirty.difference_update(saved)
-            self.store.save_states(changed, conn)
-
-    # -- persistence ----------------------------------------------------------------------
     def flush_states(self) -> None:
-        """Save what evaluation changed in memory (DuckDB). With replicas the states were saved
-        by the evaluation that changed them; saving this process's copies would undo others'."""
-        if self.shared:
-            return
-        ev = self.evaluator
-        with ev.lock:
-            dirty = {
-                k: json.loads(json.dumps(ev.states[k], default=_finite))
-                for k in ev.dirty
-                if k in ev.states
-            }
-            ev.dirty.clear()
-        try:
-            self.store.save_states(dirty)
-        except Exception:
-            log.exception("could not save alarm states")
-            with ev.lock:
-                ev.dirty.update(dirty)
+        """Save what evaluation changed where a turn did not (DuckDB: the book in memory)."""
+        self.turns.checkpoint()
 
     # -- what the dashboard shows ---------------------------------------------------------
     def firing_counts(self) -> dict[str, int]:
@@ -179,9 +184,3 @@ class AlarmService:
     def markers(self, run_id: str, *, projects: Sequence[str] | None = None) -> list[Alert]:
         """The alerts a run page marks: of runs called `run_id` in `projects` (None: all)."""
         return self.store.alerts(run_id=run_id, projects=projects, limit=200)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return str(value)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from server.alarms.backtest import Backtester
 from server.alarms.config import AlarmConfigService
 from server.alarms.delivery import DeliveryWorker
+from server.alarms.diagnosis import Diagnostician
+from server.alarms.drafts import Drafts
 from server.alarms.incidents import Grouping
 from server.alarms.outbound import TargetPolicy
 from server.alarms.service import AlarmService
@@ -32,10 +34,7 @@ class Alarms:
     backtest: Backtester
 
     def on_ingested(self, result: WriteResult) -> None:
-        before = self.service.transitions
         self.service.on_ingested(result)
-        if self.service.transitions != before:
-            self.worker.wake()  # something to deliver: do not wait for the next poll
 
     def start(self) -> None:
         self.worker.start()
@@ -59,13 +58,16 @@ def build(
     worker = DeliveryWorker(
         db,
         policy=policy,
+        drafts=Drafts(db, Diagnostician(db, base_url=base_url)),
         ticks=[
             service.flush_states,
             lambda: service.check_stalled(activity(db)),
             service.check_no_data,
+            service.recover_due,
             service.reload,
         ],
     )
+    service.on_recorded = worker.wake  # something to deliver: do not wait for the next poll
     return Alarms(service, AlarmConfigService(store, service, worker), worker, Backtester(store))
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from server.domain import signals
+from server.domain.alarm_keys import StateKey
 from server.domain.labels import LabelFilter, parse_optional
 
 RuleKind = Literal["threshold", "spike", "sustained", "nonfinite", "stalled", "precursor"]
@@ -31,9 +32,6 @@ TransitionKind = Literal["firing", "resolved", "repeat", "no_data"]
 DEFAULT_NO_DATA_S = 900.0
 """How long a firing alert's series may stay silent before the alert ends as "no data", unless
 the rule's `no_data_s` says otherwise."""
-
-StateKey = tuple[str, str]
-"""(rule id, series): the key of one alert state machine."""
 
 DIAGNOSED_METRICS: tuple[str, ...] = ("k3_kl", "ratio_dev_1e4")
 """Alerts on these metrics (vllm-kl, ratio drift), and collapse-precursor alerts, carry a
@@ -264,13 +262,17 @@ class Subject(NamedTuple):
 
 
 class Fired(NamedTuple):
-    """A rule's transition on one series, as evaluation hands it to recording."""
+    """A rule's transition on one state, as evaluation decides it and hands it to recording:
+    with the id of the alert it opens or moves (decided by evaluation, from the state's key and
+    the step it fired at) and, for a collapse precursor, the alert of its trigger it follows."""
 
     rule: Rule
-    series: str
+    key: StateKey
     subject: Subject
     metric: str
     transition: Transition
+    alert_id: str = ""
+    linked_alert_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@ import sqlalchemy as sa
 
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.outbound import TargetPolicy
-from server.alarms.store import AlarmStore, OutboxMessage
+from server.alarms.store import AlarmStore
 from server.domain.alarms import Receiver
+from server.storage import alarm_outbox
 from server.storage import alarm_tables as t
+from server.storage.alarm_outbox import OutboxMessage
 from server.storage.db import Database
 from tests.alarms.test_webhooks import Receiver as LocalReceiver
 
@@ -25,7 +27,8 @@ def _queue(db: Database, url: str, *, created_at: float) -> str:
     receiver = Receiver("rcv_t", "p", url, "standard", None, created_at)
     store.add_receiver(receiver)
     message = OutboxMessage("msg_1", receiver.id, json.dumps({"x": 1}), created_at, 0, created_at)
-    store.record([], [], [message])
+    with db.write() as conn:
+        alarm_outbox.record(conn, [message])
     return message.id
 
 

@@ -13,10 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server.alarms import detectors, rules
+from server.alarms.book import StateBook
 from server.alarms.config import check_rule
 from server.alarms.evaluation import Evaluator
 from server.alarms.failures import error_key
 from server.alarms.state import advance
+from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Rule, RunActivity
 from server.domain.records import StoredRecord
 from server.domain.rule_params import PARAM_RANGES, ParamRange, param_problems
@@ -27,6 +29,7 @@ EDGES += [1.7976931348623157e308, 1e-30, 1e-3, 2.5]
 VALUES = st.one_of(st.sampled_from(EDGES), st.floats(allow_nan=True, allow_infinity=True))
 SERIES = st.lists(VALUES, min_size=1, max_size=80)
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+STREAM = StreamKey("p", "run", "trainer", "t0")
 
 
 def _in_range(limits: ParamRange, *, small: bool = False) -> st.SearchStrategy[Any]:
@@ -249,7 +252,7 @@ def test_a_rule_that_raises_is_caught_alone_marked_and_not_raised_again(
     error = ev.errors()[broken.id]
     assert error.message == "OverflowError: math range error" and error.at == 10.0
     assert error.series == "run|trainer|t0|k3_kl" and error.count == 1
-    assert "error" in ev.states[(broken.id, "run|trainer|t0|k3_kl")]
+    assert "error" in ev.states[StateKey.of_metric(broken.id, STREAM, "k3_kl")]
     for batch in range(3, 30, 3):  # marked: the rule leaves that series alone from now on
         ev.feed(ev.plan(_records("run", range(batch, batch + 3), 0.5)), now=11.0)
     assert ev.failures[broken.id] == 1
@@ -257,7 +260,8 @@ def test_a_rule_that_raises_is_caught_alone_marked_and_not_raised_again(
     ev.feed(ev.plan(_records("other", range(3), 0.5)), now=12.0)  # another run: once more
     assert ev.failures[broken.id] == 2 and ev.errors()[broken.id].count == 2
     ev.set_rules([*plain, broken.with_changes(params={"space": "linear"})])  # changed: cleared
-    assert ev.errors() == {} and "error" not in ev.states[(broken.id, "run|trainer|t0|k3_kl")]
+    assert ev.errors() == {}
+    assert "error" not in ev.states[StateKey.of_metric(broken.id, STREAM, "k3_kl")]
 
 
 def test_a_saved_rule_that_cannot_be_made_ready_is_left_out_with_its_error() -> None:
@@ -282,7 +286,7 @@ def test_a_rule_error_survives_in_the_states_a_new_evaluator_loads(
     ev = Evaluator([broken])
     ev.feed(ev.plan(_records("run", range(2), 0.5)), now=10.0)
     saved = {k: dict(v) for k, v in ev.states.items() if k in ev.dirty}
-    again = Evaluator([broken], states=saved)
+    again = Evaluator([broken], StateBook(saved))
     assert again.errors()[broken.id].message == "OverflowError: math range error"
     assert again.feed(again.plan(_records("run", range(2, 4), 0.5)), now=11.0) == []
     assert again.failures[broken.id] == 0  # the marked series is not evaluated again

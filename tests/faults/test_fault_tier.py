@@ -3,9 +3,10 @@ real server through a proxy that slows, truncates, resets and stalls their conne
 server is killed (SIGKILL) and restarted on its port twice while they log. Afterwards:
 
 - every step each collector logged is on the server exactly once (asked through the API);
-- the alerts raised live equal a backtest of the stored runs (rules that need a live clock,
-  which a backtest skips, left out) — today they do not, and the test is marked as an expected
-  failure with the differences when they differ;
+- the alerts raised live equal a backtest of the stored runs, field for field (rules that need a
+  live clock, which a backtest skips, left out): each stream is evaluated in step order from its
+  stored steps whatever the order, repetitions and losses of its batches
+  (`server/alarms/streams.py`);
 - the server's peak resident memory (VmHWM) stayed under MEMORY_HEADROOM above what it held
   after start-up, for each of its three lives. Request bodies in memory are capped by the
   inflight budget (64 MiB by default) and the data here is small (tens of thousands of values),
@@ -233,9 +234,4 @@ def test_sixteen_collectors_through_faults_and_two_kill9s_store_every_step_once(
     )
     assert sent == stored and duplicated == 0
     assert growth <= MEMORY_HEADROOM
-    if differences:
-        # Live alerts are promised equal to a backtest for a run whose series each reported in
-        # step order (server/alarms/backtest.py); sixteen collectors through these faults get
-        # every step stored once, yet the two differ (precursor thresholds, vllm-kl high): a
-        # finding for the alarm engine, checked here so that its fix turns this into a pass.
-        pytest.xfail(f"live alerts differ from the backtest: {differences[:4]}")
+    assert differences == [], f"live alerts differ from the backtest: {differences[:8]}"

@@ -1,0 +1,117 @@
+"""The outbox messages of incident notices: one per receiver of the project, in its format.
+
+An incident's first message, and an escalation, carry a diagnosis of a mismatch alert — of the
+escalating alert when it is one, else of the first cause. It is not made here: such a message
+is written as a draft naming the alerts to diagnose (`alarm_outbox.Draft`), and the delivery
+worker makes the diagnosis and the body before sending it (`drafts.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from server.alarms import payloads
+from server.alarms.diagnosis import metric_of
+from server.alarms.incidents import Grouping, Notice
+from server.domain.alarms import Alert, Receiver, Rule
+from server.storage.alarm_outbox import Draft, Fold, OutboxMessage
+
+
+class Messages:
+    def __init__(self, base_url: str, grouping: Grouping) -> None:
+        self.base_url = base_url
+        self.grouping = grouping
+        self._lock = threading.Lock()
+        self._rules: dict[str, Rule] = {}
+        self._receivers: dict[str, list[Receiver]] = {}
+
+    def configure(self, rules: Sequence[Rule], receivers: Sequence[Receiver]) -> None:
+        by_project: dict[str, list[Receiver]] = {}
+        for receiver in receivers:
+            by_project.setdefault(receiver.project, []).append(receiver)
+        with self._lock:
+            self._rules = {r.id: r for r in rules}
+            self._receivers = by_project
+
+    def outbox(
+        self, notices: Sequence[Notice], now: float
+    ) -> tuple[list[OutboxMessage], list[Fold]]:
+        messages: list[OutboxMessage] = []
+        folds: list[Fold] = []
+        for notice in notices:
+            with self._lock:
+                receivers = list(self._receivers.get(notice.headline.project, []))
+            if not receivers:
+                continue
+            inc = notice.incident_id
+            if notice.kind == "firing":
+                body = self._body("firing", notice)
+                due = now + self.grouping.wait_s  # follow-ups may still join it
+                messages += _each(receivers, f"msg_{inc}_opened", body, now, due)
+            elif notice.kind == "followup":
+                opening = self._body("firing", notice)
+                escalation = self._body("escalated", notice) if notice.escalates else None
+                for receiver in receivers:
+                    fallback = None
+                    if escalation is not None:
+                        name = f"msg_{inc}_escalated_{notice.subject.id}"
+                        (fallback,) = _each([receiver], name, escalation, now, now)
+                    rendered = _rendered(receiver, opening)
+                    folds.append(Fold(f"msg_{inc}_opened_{receiver.id}", rendered, fallback))
+            elif notice.kind in ("resolved", "no_data"):
+                body = self._body(notice.kind, notice)
+                due = max(now, notice.headline.started_at + self.grouping.wait_s)
+                messages += _each(receivers, f"msg_{inc}_ended", body, now, due)
+            else:
+                body = self._body("repeat", notice)
+                messages += _each(receivers, f"msg_{inc}_repeat_{int(now)}", body, now, now)
+        return messages, folds
+
+    def _body(
+        self, kind: str, notice: Notice
+    ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
+        """A notice's event, and the (alert id, metric) pairs whose first diagnosis goes into
+        it: the first message's and an escalation's."""
+        owed: list[tuple[str, str]] = []
+        if kind in ("firing", "escalated"):
+            about = [notice.subject, notice.headline] if kind == "escalated" else [notice.headline]
+            owed = [pair for alert in dict.fromkeys(about) if (pair := self._owed(alert))]
+        event = payloads.incident_event(kind, notice.alerts, self.base_url, subject=notice.subject)
+        return event, tuple(owed)
+
+    def _owed(self, alert: Alert) -> tuple[str, str] | None:
+        with self._lock:
+            rule = self._rules.get(alert.rule_id)
+        metric = None if rule is None else metric_of(alert, rule)
+        return None if metric is None else (alert.id, metric)
+
+
+def _rendered(receiver: Receiver, body: tuple[dict[str, Any], tuple[tuple[str, str], ...]]) -> str:
+    """What the outbox keeps for a receiver: the body in its format, or a draft of it."""
+    event, owed = body
+    if owed:
+        return Draft(event, receiver.format, owed).body()
+    return json.dumps(payloads.render(receiver.format, event))
+
+
+def _each(
+    receivers: Sequence[Receiver],
+    name: str,
+    body: tuple[dict[str, Any], tuple[tuple[str, str], ...]],
+    now: float,
+    due: float,
+) -> list[OutboxMessage]:
+    """One message per receiver, in its format."""
+    return [
+        OutboxMessage(
+            id=f"{name}_{receiver.id}",
+            receiver_id=receiver.id,
+            body=_rendered(receiver, body),
+            created_at=now,
+            next_attempt_at=due,
+        )
+        for receiver in receivers
+    ]
