@@ -1,21 +1,25 @@
-"""Compaction: hot rows into sorted chunks, with their rollups; chunks merged as they pile up.
+"""Compaction: hot values into rollups (and, on DuckDB, into sorted chunks merged as they pile
+up).
 
-Ingest appends to `points_hot` and `bucket_hot` in arrival order, where the rows of every live
-run interleave. Compaction takes what is there (one snapshot), writes it to `points` sorted by
-(metric, series, step) as one chunk, writes the chunk's rollups — for every block of 8, 64, …
-8⁶ steps: min, max, sum and count of finite values, the last value and its time, the counts of
-NaN and ±Inf — and deletes the moved rows. Bucket rows move the same way, with 64-step block
-sums in `bucket_blocks`. Concurrent ingest keeps appending: rows that arrive meanwhile are not in
-the snapshot and stay for the next round.
+On DuckDB ingest appends to `points_hot` and `bucket_hot` in arrival order, where the rows of
+every live run interleave. Compaction takes what is there (one snapshot), writes it to `points`
+sorted by (metric, series, step) as one chunk, writes the chunk's rollups — for every block of
+8, 64, … 8⁶ steps: min, max, sum and count of finite values, the last value and its time, the
+counts of NaN and ±Inf — and deletes the moved rows. Concurrent ingest keeps appending: rows
+that arrive meanwhile are not in the snapshot and stay for the next round. A read finds a series
+through the min/max statistics of each chunk's row groups, so the number of chunks is what a
+read pays for: when more than `FANOUT` chunks of one level pile up they are merged into one
+chunk of the next level (rollup rows of one block from several chunks merge into one).
 
-On DuckDB a read finds a series through the min/max statistics of each chunk's row groups, so
-the number of chunks is what a read pays for: when more than `FANOUT` chunks of one level pile
-up they are merged into one chunk of the next level (rollup rows of one block from several
-chunks merge into one). On PostgreSQL the indexes on (series, step) do that job and chunks are
-never merged.
+On PostgreSQL values are written once, where they stay (`pg_points`: a partitioned table with
+indexes on (series, step), hot or compacted by a watermark): a round seals the chunk writers
+were using, upserts the rollups of its values in place (`rollup_upsert`: one row per block) and
+raises the watermark. Nothing is merged or moved.
 
-Every rollup column merges exactly (min of mins, sum of sums, the last value by step), so a block
-split across chunks, or half still in the hot table, reads the same as one computed at once.
+Bucket rows move from `bucket_hot` to `bucket_rows` on both, with 64-step block sums in
+`bucket_blocks`. Every rollup column merges exactly (min of mins, sum of sums, the last value by
+step), so a block split across chunks or rounds, or half still hot, reads the same as one
+computed at once.
 """
 
 from __future__ import annotations
@@ -193,6 +197,8 @@ def _move_buckets(conn: Connection, chunk: int) -> int:
 
 
 def _catalog(conn: Connection, chunk: int, kind: str, rows: int, level: int = 0) -> None:
+    """Record a chunk of `kind`. On PostgreSQL a round that finds nothing new to roll up but has
+    bucket rows to move names its chunk after the last round's, whose rows it then adds to."""
     conn.execute(
         sa.text(
             "INSERT INTO chunks (id, kind, level, rows, created_at) "

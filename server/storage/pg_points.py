@@ -8,20 +8,23 @@ in. On PostgreSQL (migration 0010) ingest COPYs each value once into `point_valu
   each partition holds a range of `SPAN` chunk ids (a new one starts when a partition holds
   `PARTITION_ROWS` values), so the newest values sit in the newest partition;
 - indexed by (series, step) with metric, value and chunk included, so that reads of a series'
-  values and of one metric across runs are index-only scans; and by chunk (a B-tree, which
-  deduplicates the many equal keys of a round to a few bytes each), so that a round's values are
-  found without reading the others. A BRIN index on the chunk would be smaller still, but the
-  planner ANDs its page ranges with the series index and then rechecks every row of each page:
-  a hot read of one interleaved series became a read of the whole newest partition.
+  values and of one metric across runs are index-only scans (the dedup check of ingest too);
+  and by (chunk, series, step), so that the values of a round, or a series' values still hot,
+  are found without reading the others. (A BRIN index on the chunk would be far smaller, but
+  the planner ANDs its page ranges with the series index and then rechecks every row of those
+  pages: a hot read of one interleaved series became a read of every hot value.)
 
 Hot or compacted is a watermark, not a place: `compaction_state.hot_from` is the first chunk
 the rollups do not hold yet. The views `points` (chunk < hot_from) and `points_hot` (chunk ≥
-hot_from) give every reader the two relations it reads on DuckDB, with the same columns; the
-partition bounds let a hot read skip every older partition. A compaction round seals the open
-chunk (writers move on to the next), waits for the transactions that may still write the sealed
-one, and then, in one transaction, upserts the rollups of the sealed chunks (`rollup_upsert`)
-and raises the watermark: a reader sees each value exactly once, in the hot view, or in the
-rollups and the compacted view. No value is deleted or written again.
+hot_from) give every reader the two relations it reads on DuckDB, with the same columns. They
+read the watermark through a stable function, `hot_from()`, which the planner evaluates when it
+estimates: it knows how few values are hot, and prunes the partitions below the watermark.
+
+A compaction round seals the open chunk (writers move on to the next), waits for the
+transactions that may still write the sealed one, and then, in one transaction, upserts the
+rollups of the sealed chunks (`rollup_upsert`) and raises the watermark: a reader sees each
+value exactly once, in the hot view, or in the rollups and the compacted view. No value is
+deleted or written again.
 
 A writer makes sure it has a transaction id before it reads the open chunk (the sequence
 `chunk_id_seq`'s last value); the seal moves the sequence on, takes a snapshot and waits until

@@ -15,6 +15,10 @@ Design notes:
   counts, so a zoomed-out view reads about as many rows as it draws. Neither table has a primary
   key: DuckDB keeps primary keys as in-memory indexes that slow appends; uniqueness is enforced
   by the ingest path instead (see `storage/ingest.py`).
+- On PostgreSQL (migration 0010) `points` and `points_hot` are views with these columns over
+  one table written once, `point_values`, partitioned by compaction round and indexed by
+  (series, step); a watermark says which values the rollups hold, and `rollups` has one row per
+  (series, level, block), upserted in place (see `storage/pg_points.py`).
 - Per-series heads (count, first/last step, last value, non-finite counts, first/last time) are
   columns of `series`, updated by every batch, so run summaries never read values.
 - `actors` holds one row per contiguous GPU segment of each (run, source, actor): the GPU types
@@ -280,9 +284,10 @@ server_secrets = sa.Table(
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("created_at", sa.Float(53), nullable=False),
 )
-# PostgreSQL only (migration 0003): indexes on points (series_id, step), rollups (series_id,
-# level, block), bucket_rows (run_pk, step) and bucket_blocks (run_pk). DuckDB reads through the
-# min/max statistics of the sorted chunks instead: indexes there live in memory and slow appends.
+# PostgreSQL only: indexes on rollups (series_id, level, block; unique since migration 0010),
+# bucket_rows (run_pk, step) and bucket_blocks (run_pk), and the value table behind `points`
+# (see the module docstring). DuckDB reads through the min/max statistics of the sorted chunks
+# instead: indexes there live in memory and slow appends.
 
 sessions = sa.Table(
     "sessions",
