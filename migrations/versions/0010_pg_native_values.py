@@ -8,9 +8,8 @@ From here on (see `server/storage/pg_points.py`):
   becomes its first partition as it is (attached, not copied); the hot values move into the
   second partition, which new values go to. Indexes: (series_id, step) with metric_id, value
   and chunk included, and (chunk, series_id, step).
-- `points` and `points_hot` become views over it, split at `compaction_state.hot_from` (read
-  through a stable function, which the planner evaluates when it estimates), with the columns
-  the tables had: every reader reads what it read before.
+- `points` and `points_hot` become views over it, split at `compaction_state.hot_from`, with
+  the columns the tables had: every reader reads what it read before.
 - `rollups`: the partial rows of each block merged into one (exactly: min of mins, sums of sums,
   the last value by step) under a unique index on (series_id, level, block), which compaction
   upserts into.
@@ -42,10 +41,15 @@ VALUE_COLUMNS = (
 HOT_FROM = (
     "CREATE FUNCTION hot_from() RETURNS BIGINT LANGUAGE sql STABLE "
     "AS 'SELECT hot_from FROM compaction_state'"
-)  # stable: the planner reads it when it estimates, so it knows how few values are hot
+)
 VIEWS = (
+    # The compacted view reads the watermark once per statement (a subquery): compared with a
+    # function, which runs per row where it is no index condition.
     "CREATE VIEW points AS SELECT metric_id, series_id, step, value, chunk FROM point_values "
-    "WHERE chunk < hot_from()",
+    "WHERE chunk < (SELECT hot_from FROM compaction_state)",
+    # The hot view through the stable function, which the planner evaluates when it estimates:
+    # it knows how few values are hot, reads them by the (chunk, series, step) index (the
+    # function once, as an index condition) and prunes the partitions below the watermark.
     "CREATE VIEW points_hot AS SELECT series_id, step, value, time FROM point_values "
     "WHERE chunk >= hot_from()",
 )
@@ -143,7 +147,7 @@ def downgrade() -> None:
     )
     op.execute(
         "INSERT INTO points SELECT metric_id, series_id, step, value, chunk FROM point_values "
-        "WHERE chunk < hot_from() "
+        "WHERE chunk < (SELECT hot_from FROM compaction_state) "
         "ORDER BY metric_id, series_id, step"
     )
     op.execute("DROP TABLE point_values")

@@ -16,9 +16,10 @@ in. On PostgreSQL (migration 0010) ingest COPYs each value once into `point_valu
 
 Hot or compacted is a watermark, not a place: `compaction_state.hot_from` is the first chunk
 the rollups do not hold yet. The views `points` (chunk < hot_from) and `points_hot` (chunk ≥
-hot_from) give every reader the two relations it reads on DuckDB, with the same columns. They
-read the watermark through a stable function, `hot_from()`, which the planner evaluates when it
-estimates: it knows how few values are hot, and prunes the partitions below the watermark.
+hot_from) give every reader the two relations it reads on DuckDB, with the same columns. The
+hot view reads the watermark through a stable function, `hot_from()`, which the planner
+evaluates when it estimates: it knows how few values are hot, finds them by the chunk index and
+prunes the partitions below the watermark. The compacted view reads it once per statement.
 
 A compaction round seals the open chunk (writers move on to the next), waits for the
 transactions that may still write the sealed one, and then, in one transaction, upserts the
