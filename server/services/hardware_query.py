@@ -158,13 +158,17 @@ class HardwareQueries(RunQueries):
         for piece, stats in measured.items:
             if stats.finite or stats.nonfinite:
                 by_gpu.setdefault(piece.gpu or UNKNOWN_GPU, []).append((piece, stats))
+        found = hardware.quantiles(
+            conn,
+            self._db.dialect,
+            measured.metric_id,
+            {g: [p for p, st in items if st.finite] for g, items in by_gpu.items()},
+        )
         out = []
         for gpu in sorted(by_gpu):
             items = by_gpu[gpu]
             finite = [(p, st) for p, st in items if st.finite]
-            qs = hardware.quantiles(
-                conn, self._db.dialect, measured.metric_id, [p for p, _ in finite]
-            )
+            qs = found[gpu]
             steps = sum(st.finite for _, st in items)
             out.append(
                 {

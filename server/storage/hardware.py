@@ -22,7 +22,7 @@ place (read from its level-1 rollups), as everywhere else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,12 +113,13 @@ def _values(chosen: Sequence[Piece], columns: str, numbers: Sequence[int] | None
     """Each piece's values (as `w.i`, step, value): raw ones, compacted and hot, and the 8-step
     block means of runs whose raw values were dropped. `columns` picks what to keep of them."""
     w = _pieces_clause(chosen, numbers)
+    sids = f"p.series_id IN ({', '.join(str(s) for s in sorted({p.sid for p in chosen}))})"
     parts = [
         f"SELECT {columns} FROM {w} JOIN points p ON p.series_id = w.sid "
-        "AND p.step BETWEEN w.lo AND w.hi WHERE p.metric_id = :metric_id",
+        f"AND p.step BETWEEN w.lo AND w.hi WHERE p.metric_id = :metric_id AND {sids}",
         f"SELECT {columns} FROM {w} JOIN points_hot p ON p.series_id = w.sid "
-        "AND p.step BETWEEN w.lo AND w.hi",
-    ]
+        f"AND p.step BETWEEN w.lo AND w.hi WHERE {sids}",
+    ]  # the series again as a filter of the scan itself, which DuckDB applies before the join
     dropped = [p.sid for p in chosen if p.dropped]
     if dropped:
         parts.append(
@@ -183,19 +184,36 @@ def stats(conn: Connection, metric_id: int, chosen: Sequence[Piece]) -> list[Sta
 
 
 def quantiles(
-    conn: Connection, dialect: str, metric_id: int, chosen: Sequence[Piece]
-) -> list[float | None]:
-    """Exact quantiles (`QUANTILES`, interpolated) of the pieces' finite values, pooled."""
-    if not chosen:
-        return [None] * len(QUANTILES)
+    conn: Connection, dialect: str, metric_id: int, groups: Mapping[str, Sequence[Piece]]
+) -> dict[str, list[float | None]]:
+    """Per group (a GPU type): exact quantiles (`QUANTILES`, interpolated) of its pieces'
+    finite values, pooled. DuckDB computes them all in one grouped statement (it selects, it
+    does not sort); PostgreSQL sorts each group's values in a statement of its own (grouped,
+    it would sort everything by group first, then each group again)."""
+    out: dict[str, list[float | None]] = {g: [None] * len(QUANTILES) for g in groups}
+    named = [(g, pieces) for g, pieces in groups.items() if pieces]
+    if not named:
+        return out
+    fin = _FINITE.replace("value", "p.value")
     qs = sql.quantiles_text(dialect, "p.value", QUANTILES)
-    query = (
-        f"SELECT {qs} FROM ({_values(chosen, 'p.value')}) AS p "
-        f"WHERE {_FINITE.replace('value', 'p.value')}"
-    )
+    if dialect == "duckdb":
+        flat = [(n, p) for n, (_, pieces) in enumerate(named) for p in pieces]
+        values = _values([p for _, p in flat], "w.i, p.value", range(len(flat)))
+        owner = ", ".join(f"({i}, {n})" for i, (n, _) in enumerate(flat))
+        query = (
+            f"SELECT o.g, {qs} FROM ({values}) AS p JOIN (VALUES {owner}) AS o(i, g) "
+            f"ON o.i = p.i WHERE {fin} GROUP BY o.g"
+        )
+        for g, found in conn.execute(sa.text(query), {"metric_id": metric_id}):
+            out[named[int(g)][0]] = [_float(v) for v in found]
+        return out
     _sort_in_memory(conn)
-    found = conn.execute(sa.text(query), {"metric_id": metric_id}).scalar_one()
-    return [_float(v) for v in found] if found else [None] * len(QUANTILES)
+    for g, pieces in named:
+        query = f"SELECT {qs} FROM ({_values(pieces, 'p.value')}) AS p WHERE {fin}"
+        found = conn.execute(sa.text(query), {"metric_id": metric_id}).scalar_one()
+        if found:
+            out[g] = [_float(v) for v in found]
+    return out
 
 
 def _sort_in_memory(conn: Connection) -> None:
@@ -210,34 +228,44 @@ def piece_values(
     conn: Connection, metric_id: int, chosen: Sequence[tuple[Piece, int]]
 ) -> dict[str, Any]:
     """The finite values of each (piece, stride) at the steps of the piece that are multiples of
-    the stride — looked up by those steps, not read and filtered — ordered by run, GPU, step
-    and series: columns gpu, run_pk, step, value."""
+    the stride, ordered by run, GPU, step and series: columns gpu, run_pk, step, value. On
+    PostgreSQL they are looked up by those steps in the (series, step) index, not read and
+    filtered; DuckDB, which has no such index, filters the pieces' values as it scans them."""
     wanted = [(p, stride) for p, stride in chosen if _first_multiple(p, stride) <= p.last]
     if not wanted:
         return {"gpu": [], "run_pk": [], "step": [], "value": []}
-    steps = " UNION ALL ".join(
-        f"SELECT {i} AS i, {p.sid} AS sid, CAST(g.s AS BIGINT) AS step "
-        f"FROM generate_series({_first_multiple(p, stride)}, {p.last}, {stride}) AS g(s)"
-        for i, (p, stride) in enumerate(wanted)
+    keys = ", ".join(
+        f"({i}, {_literal(p.gpu)}, {p.run_pk}, {stride})" for i, (p, stride) in enumerate(wanted)
     )
-    sources = [
-        "SELECT x.i, x.sid, x.step, p.value FROM x JOIN points p ON p.series_id = x.sid "
-        "AND p.step = x.step WHERE p.metric_id = :metric_id",
-        "SELECT x.i, x.sid, x.step, p.value FROM x JOIN points_hot p ON p.series_id = x.sid "
-        "AND p.step = x.step",
-    ]
-    dropped = [p.sid for p, _ in wanted if p.dropped]
-    if dropped:
-        sources.append(
-            f"SELECT x.i, x.sid, x.step, m.value FROM x JOIN ({_means(dropped)}) AS m "
-            "ON m.series_id = x.sid AND m.step = x.step"
+    where = _FINITE.replace("value", "v.value")
+    if conn.dialect.name == "duckdb":
+        prefix = ""
+        source = _values([p for p, _ in wanted], "w.i, w.sid, p.step, p.value")
+        where += " AND v.step % k.stride = 0"
+    else:
+        steps = " UNION ALL ".join(
+            f"SELECT {i} AS i, {p.sid} AS sid, CAST(g.s AS BIGINT) AS step "
+            f"FROM generate_series({_first_multiple(p, stride)}, {p.last}, {stride}) AS g(s)"
+            for i, (p, stride) in enumerate(wanted)
         )
-    keys = ", ".join(f"({i}, {_literal(p.gpu)}, {p.run_pk})" for i, (p, _) in enumerate(wanted))
-    fin = _FINITE.replace("value", "v.value")
+        prefix = f"WITH x AS MATERIALIZED ({steps}) "
+        sources = [
+            "SELECT x.i, x.sid, x.step, p.value FROM x JOIN points p ON p.series_id = x.sid "
+            "AND p.step = x.step WHERE p.metric_id = :metric_id",
+            "SELECT x.i, x.sid, x.step, p.value FROM x JOIN points_hot p "
+            "ON p.series_id = x.sid AND p.step = x.step",
+        ]
+        dropped = [p.sid for p, _ in wanted if p.dropped]
+        if dropped:
+            sources.append(
+                f"SELECT x.i, x.sid, x.step, m.value FROM x JOIN ({_means(dropped)}) AS m "
+                "ON m.series_id = x.sid AND m.step = x.step"
+            )
+        source = " UNION ALL ".join(sources)
     query = sa.text(
-        f"WITH x AS MATERIALIZED ({steps}) SELECT k.gpu, k.run_pk, v.step, v.value "
-        f"FROM ({' UNION ALL '.join(sources)}) AS v JOIN (VALUES {keys}) AS k(i, gpu, run_pk) "
-        f"ON k.i = v.i WHERE {fin} ORDER BY k.run_pk, k.gpu, v.step, v.sid"
+        f"{prefix}SELECT k.gpu, k.run_pk, v.step, v.value FROM ({source}) AS v "
+        f"JOIN (VALUES {keys}) AS k(i, gpu, run_pk, stride) ON k.i = v.i WHERE {where} "
+        "ORDER BY k.run_pk, k.gpu, v.step, v.sid"
     )
     return sql.fetch_columns(conn, query, {"metric_id": metric_id})
 
