@@ -26,6 +26,10 @@ from server.storage.ingest import write_batches
 log = logging.getLogger("mismatch_monitor.ingest")
 
 MAX_GROUP = 16
+MAX_GROUP_VALUES = 1 << 16
+"""A group stops growing at this many metric values: grouping pays for small batches (a
+transaction's fixed cost shared), while large ones gain nothing and would hold their values,
+columns and the database's write of all of them at once. A larger batch commits alone."""
 
 
 class Committer(Protocol):
@@ -61,6 +65,7 @@ class OneByOne:
 class _Job:
     batch: BatchWrite
     future: Future[WriteResult]
+    values: int = 0
 
 
 _STOP: _Job = None  # type: ignore[assignment]  # sentinel that ends the writer thread
@@ -76,7 +81,7 @@ class GroupCommit:
         self._writer_lock = threading.Lock()
 
     def commit(self, batch: BatchWrite) -> WriteResult:
-        job = _Job(batch, Future())
+        job = _Job(batch, Future(), sum(len(r.metrics) for r in batch.records))
         self._ensure_writer()
         self._jobs.put(job)
         return job.future.result()
@@ -99,29 +104,43 @@ class GroupCommit:
                 self._writer.start()
 
     def _writer_loop(self) -> None:
-        while True:
-            first = self._jobs.get()
-            if first is _STOP:
-                return
-            group = [first]
-            stop = False
-            while len(group) < MAX_GROUP:
-                try:
-                    job = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is _STOP:
-                    stop = True
-                    break
-                group.append(job)
+        held: _Job | None = None  # taken from the queue, but too large for the group before
+        stop = False
+        while not stop:
+            # a call per group: nothing of a committed group outlives it while the queue is idle
+            held, stop = self._write_group(held)
+
+    def _write_group(self, held: _Job | None) -> tuple[_Job | None, bool]:
+        """Commit the next group (`held` first, if any); return the job that did not fit in
+        it, and whether the writer is to stop."""
+        first = held if held is not None else self._jobs.get()
+        if first is _STOP:
+            return None, True
+        group = [first]
+        values = first.values
+        while len(group) < MAX_GROUP:
             try:
-                self._commit_group(group)
-            except BaseException as exc:  # never let the writer die with callers waiting
-                for job in group:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
-            if stop:
-                return
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is _STOP:
+                self._commit(group)
+                return None, True
+            if values + job.values > MAX_GROUP_VALUES:
+                self._commit(group)
+                return job, False  # the first of the next group
+            group.append(job)
+            values += job.values
+        self._commit(group)
+        return None, False
+
+    def _commit(self, group: list[_Job]) -> None:
+        try:
+            self._commit_group(group)
+        except BaseException as exc:  # never let the writer die with callers waiting
+            for job in group:
+                if not job.future.done():
+                    job.future.set_exception(exc)
 
     def _commit_group(self, group: list[_Job]) -> None:
         outcomes = commit_together(self._db, [job.batch for job in group])
