@@ -147,12 +147,19 @@ def fetch_columns(conn: Connection, query: sa.TextClause, params: dict[str, Any]
     from PostgreSQL. What the NumPy cores of reads take."""
     named = query._bindparams
     bound = query.bindparams(**{k: v for k, v in params.items() if k in named})
-    if conn.dialect.name != "duckdb":
-        result = conn.execute(bound)
-        names = list(result.keys())
-        rows = result.all()
-        return {n: [r[i] for r in rows] for i, n in enumerate(names)}
     compiled = bound.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    if conn.dialect.name != "duckdb":
+        # Plain tuples from the driver's cursor, in the caller's transaction: a read of tens of
+        # thousands of rollup rows spent most of its time building SQLAlchemy rows.
+        driver: Any = conn.connection.driver_connection
+        cursor = driver.cursor()
+        try:
+            cursor.execute(str(compiled), compiled.construct_params())
+            names = [c.name for c in cursor.description or []]
+            columns = list(zip(*cursor.fetchall(), strict=True)) or [() for _ in names]
+        finally:
+            cursor.close()
+        return {n: list(c) for n, c in zip(names, columns, strict=True)}
     values = compiled.construct_params()
     raw: Any = conn.connection.driver_connection
     cursor = raw.execute(str(compiled), [values[n] for n in compiled.positiontup or []])
