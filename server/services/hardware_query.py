@@ -6,8 +6,7 @@ GPU segment, counts and sums from rollups, exact quantiles, values thinned to th
 bootstrap keeps); the comparison itself is the pure `server.analysis.comparison`. What travels
 to Python is a few rows per series and at most `comparison.VALUES_PER_GPU` values per GPU
 type, however long the runs. Without a metric named, both read the strongest mismatch signal
-the selected runs share (k3 where they all log it, TRL's mean |logp diff| for TRL runs, ...),
-chosen from their series heads.
+the selected runs share (k3 where all log it, TRL's mean |d| ...), from their series heads.
 """
 
 from __future__ import annotations
