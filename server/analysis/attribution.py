@@ -1,98 +1,91 @@
 """Which failure mode most likely explains a run's mismatch, from the metrics' own fingerprints.
 
-`attribute(trace)` runs the named checks of `server.analysis.attribution_checks` on a run's
-per-step series and bucket sums, then scores each hypothesis from the checks that bear on it:
+`attribute(trace)` runs the named checks of `server.analysis.attribution_checks` and
+`server.analysis.attribution_updates` on a run's per-step series and bucket sums, then scores
+each hypothesis from the checks that bear on it:
 
 - `sampler_offset` (raw instead of processed logprobs, temperature ≠ 1, top-p/top-k, a
-  penalty): `mean_offset`; supported by clip/IS-mask rates above `CLIP_HIGH`.
-- `stale_state` (a prefix cache or KV state outliving a weight update): `update_jump`; supported
-  by a prefix cache hit rate above 0.
+  penalty): `mean_offset`; supported by clip/IS-mask rates above `CLIP_HIGH` and by an offset
+  there from the first steps. Without an offset, `token_concentration` above the healthy level:
+  a penalty leaves no offset (both sides stay normalised) but moves only the tokens it
+  penalises; at a healthy level a policy sure of most tokens concentrates its noise as much.
+- `stale_state` (a prefix cache or KV state outliving a weight update): `update_jump` or
+  `update_onset`; supported by a prefix cache hit rate above 0.
 - `head_precision` (a bf16 or lower lm_head on one side): `bucket_slope` with no offset and a
-  level above healthy; supported by a level steady over steps.
+  level above healthy, or `precision_size` — a bf16-sized mismatch, steady over steps, above
+  the healthy level with no fingerprint of anything else (rounding spreads its gap over the
+  tokens, it does not concentrate it); supported by the steady level. Within the healthy
+  level a bf16 size only supports it: an engine run wholly in bf16 rounds as much.
+  On the real vLLM engine a bf16 head leaves per-token k3 flat below p ≈ 0.5 (a slope of −0.2 …
+  0.3, not steep), so there its size against the project's fp32 reference run is what shows.
 - `gpu_kernels` (the GPU type or its kernels): `gpu_contrast`.
-- `off_policy_lag` (asynchronous rollouts lagging the trainer): `lag_tracking`.
-- `normal_noise`: `level` within the healthy bound and no fingerprint.
+- `off_policy_lag` (asynchronous rollouts lagging the trainer): `lag_tracking`; supported by a
+  growing lag.
+- `normal_noise`: `level` within the healthy bound (or near the project's reference run) and no
+  fingerprint.
 - `unknown`: a level above healthy (or no signal) and no fingerprint.
 
 Scores are in [0, 1]: `PRIMARY` for the fingerprint, `SUPPORT` for each corroboration. The run's
-recorded config (the parity keys of `server.domain.parity`) raises or lowers a hypothesis by
-`CONFIG_WEIGHT` and is shown beside it; it is never required, since a config can be missing or
-wrong, and the metrics are what the engine actually did.
+recorded config raises or lowers a hypothesis by `CONFIG_WEIGHT` (`attribution_config`) and is
+shown beside it; it is never required, since a config can be missing or wrong, and the metrics
+are what the engine actually did. The thresholds were set on the real vLLM engine's runs of
+each failure mode (`benchmarks/attribution_engine.py`, tuning seeds) and are scored there on
+other seeds.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
 from server.analysis import attribution_checks as checks
-from server.analysis.attribution_checks import Bucket, Check, GpuContrast, Series
-from server.domain import parity, signals
+from server.analysis import attribution_updates as updates
+from server.analysis.attribution_checks import Bucket, Check, GpuContrast, Reference, Series
+from server.analysis.attribution_config import (
+    CONFIG_RULES,
+    CONFIG_WEIGHT,
+    TITLES,
+    ConfigNote,
+    Mode,
+    config_notes,
+    config_weight,
+)
+from server.domain import signals
 
 __all__ = ["Attribution", "Bucket", "Check", "ConfigNote", "GpuContrast", "Hypothesis"]
-__all__ += ["Trace", "attribute"]
+__all__ += ["CONFIG_RULES", "CONFIG_WEIGHT", "TITLES", "Mode", "Reference", "Trace"]
+__all__ += ["attribute", "config_notes", "config_weight"]
 
 PRIMARY = 0.6
 SUPPORT = 0.15
-CONFIG_WEIGHT = 0.15
-"""A config setting moves a score by less than a fingerprint: it says what was asked of the
-engine, the metrics what it did."""
 CLIP_HIGH = 0.01
 """A rollout clip or IS-mask rate above 1% of tokens: a healthy bf16 run masks far fewer."""
 STEADY = 3.0
 """A level is steady when the last third's median is within ×3 of the first third's (k3 wanders
 by ×2–5 step to step, `server.alarms.defaults.SPIKE_WHY`)."""
-
-Mode = Literal[
-    "sampler_offset",
-    "stale_state",
-    "head_precision",
-    "gpu_kernels",
-    "off_policy_lag",
-    "normal_noise",
-    "unknown",
-]
-TITLES: dict[Mode, str] = {
-    "sampler_offset": "raw instead of processed logprobs, or a sampler-only setting "
-    "(temperature, top-p/top-k, penalty)",
-    "stale_state": "a prefix cache or KV state outliving a weight update",
-    "head_precision": "a bf16 (or lower precision) lm_head on one side",
-    "gpu_kernels": "the GPU type or its kernels",
-    "off_policy_lag": "asynchronous, off-policy lag",
-    "normal_noise": "within normal noise",
-    "unknown": "unknown: above the healthy level with no known fingerprint",
-}
 CLIP_METRICS = ("rollout_clip_rate", "mis_token_rate", "tis_token_rate")
+
+_Add = Callable[[Mode, float, str], None]
 
 
 @dataclass(frozen=True)
 class Trace:
     """What attribution reads of one run: `signal` names its headline metric (None when it logs
     none); `series` maps metric names to {step: value}; `config` holds the run's config
-    flattened to dotted keys (`server.domain.parity.flatten`)."""
+    flattened to dotted keys (`server.domain.parity.flatten`); `reference` the project's
+    reference run's median of the same signal, when the project has one."""
 
     signal: str | None
     series: Mapping[str, Series]
     buckets: Sequence[Bucket] = ()
     config: Mapping[str, str] = field(default_factory=dict)
     gpu: GpuContrast | None = None
+    reference: Reference | None = None
 
     def get(self, metric: str) -> Series:
         return self.series.get(metric, {})
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigNote:
-    """A recorded setting that moved a hypothesis: `effect` is "raises" or "lowers"."""
-
-    key: str
-    value: str
-    effect: Literal["raises", "lowers"]
-    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,104 +131,20 @@ def run_checks(trace: Trace) -> tuple[Check, ...]:
     ratio_family = family == signals.RATIO
     return (
         checks.mean_offset(trace.get("k3_kl"), trace.get("k1_kl"), _ratio_series(trace)),
-        checks.update_jump(signal, trace.get("weight_version")),
+        updates.update_jump(signal, trace.get("weight_version")),
+        updates.update_onset(signal, trace.get("weight_version"), trace.get("lag")),
         checks.bucket_slope(trace.buckets),
+        checks.precision_size(trace.get("k3_kl")),
+        checks.token_concentration(trace.get("k3_kl"), trace.get("k3_kl_p99")),
         checks.lag_tracking(signal, trace.get("lag")),
         checks.gpu_contrast(trace.gpu),
         checks.level(
             signal,
             healthy=checks.HEALTHY_RATIO if ratio_family else checks.HEALTHY_K3,
             unit="ratio drift ×1e4" if ratio_family else "k3",
+            reference=trace.reference,
         ),
     )
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text.strip('"'))
-    except ValueError:
-        return None
-
-
-_Rule = tuple[str, Mode, Callable[[str], Literal["raises", "lowers"] | None]]
-
-
-def _neutral_unless(neutral: float) -> Callable[[str], Literal["raises", "lowers"] | None]:
-    def judge(value: str) -> Literal["raises", "lowers"] | None:
-        number = _number(value)
-        if number is None:
-            return None
-        return "lowers" if number == neutral or number < 0 else "raises"
-
-    return judge
-
-
-def _lowered(
-    words: tuple[str, ...], lowering: tuple[str, ...]
-) -> Callable[[str], Literal["raises", "lowers"] | None]:
-    def judge(value: str) -> Literal["raises", "lowers"] | None:
-        text = value.lower()
-        if any(w in text for w in words):
-            return "raises"
-        return "lowers" if any(w in text for w in lowering) else None
-
-    return judge
-
-
-CONFIG_RULES: tuple[_Rule, ...] = (
-    ("logprobs_mode", "sampler_offset", _lowered(("raw",), ("processed",))),
-    ("temperature", "sampler_offset", _neutral_unless(1.0)),
-    ("top_p", "sampler_offset", _neutral_unless(1.0)),
-    ("top_k", "sampler_offset", _neutral_unless(0.0)),
-    ("repetition_penalty", "sampler_offset", _neutral_unless(1.0)),
-    ("presence_penalty", "sampler_offset", _neutral_unless(0.0)),
-    ("frequency_penalty", "sampler_offset", _neutral_unless(0.0)),
-    ("enable_prefix_caching", "stale_state", _lowered(("true", "1"), ("false", "0"))),
-    ("clear_cache", "stale_state", _lowered(("false",), ("true",))),
-    (
-        "head_dtype",
-        "head_precision",
-        _lowered(("bf16", "bfloat16", "fp16", "half", "fp8"), ("fp32", "float32")),
-    ),
-    (
-        "lm_head_dtype",
-        "head_precision",
-        _lowered(("bf16", "bfloat16", "fp16", "half", "fp8"), ("fp32", "float32")),
-    ),
-    ("async_scheduling", "off_policy_lag", _lowered(("true",), ("false",))),
-)
-"""Settings read as evidence, by the last component of their dotted key (`top_k` ≤ 0 and
-`top_p` = 1 mean off). A setting the engine ignores still reads here: it is a hint, shown."""
-
-
-def config_notes(config: Mapping[str, str]) -> dict[Mode, list[ConfigNote]]:
-    """The recorded settings that bear on each mode. A temperature other than 1 counts only
-    beside raw logprobs: with processed logprobs the trainer applies the same temperature (a
-    trainer's own `temperature` key says so), and it explains nothing."""
-    notes: dict[Mode, list[ConfigNote]] = {}
-    raw = any(
-        k.rsplit(".", 1)[-1] == "logprobs_mode" and "raw" in v.lower() for k, v in config.items()
-    )
-    for key, value in sorted(config.items()):
-        leaf = key.rsplit(".", 1)[-1]
-        if leaf == "temperature" and not raw:
-            continue
-        for name, mode, judge in CONFIG_RULES:
-            effect = judge(value) if name == leaf else None
-            if effect is not None:
-                notes.setdefault(mode, []).append(ConfigNote(key, value, effect, parity.why(key)))
-    return notes
-
-
-def config_weight(notes: Sequence[ConfigNote]) -> float:
-    """What recorded settings add to a hypothesis: `CONFIG_WEIGHT` per setting that raises it
-    (two at most); settings that lower it count only when none raises it, since a neutral
-    setting beside the one that explains the mode argues nothing (top_p = 1 beside raw
-    logprobs), and an fp32 head on the other side is what "one side" means."""
-    raises = sum(n.effect == "raises" for n in notes)
-    if raises:
-        return CONFIG_WEIGHT * min(raises, 2)
-    return -CONFIG_WEIGHT if notes else 0.0
 
 
 def _passed(found: Mapping[str, Check], name: str) -> bool:
@@ -257,17 +166,26 @@ def _from_start(trace: Trace) -> bool:
     return found.passed is True
 
 
+def _steady(trace: Trace) -> str | None:
+    """ "steady over steps (first third → last third)" when the signal is, else None."""
+    signal = [v for _, v in sorted(checks.finite(_scaled(trace)).items())]
+    if not signal:
+        return None
+    first, last = checks.thirds(signal)
+    if first > 0 and 1 / STEADY <= last / first <= STEADY:
+        return f"steady over steps ({first:.3g} → {last:.3g})"
+    return None
+
+
 def _evidence(trace: Trace, found: Mapping[str, Check]) -> dict[Mode, tuple[float, list[str]]]:
     """Each mode's score from the checks alone, with the sentences behind it."""
-    signal = [v for _, v in sorted(checks.finite(_scaled(trace)).items())]
-    first, last = checks.thirds(signal) if signal else (math.nan, math.nan)
-    steady = bool(signal) and first > 0 and 1 / STEADY <= last / first <= STEADY
     clip = [
         float(np.median(list(checks.finite(trace.get(m)).values())))
         for m in CLIP_METRICS
         if checks.finite(trace.get(m))
     ]
     cache = list(checks.finite(trace.get("prefix_cache_hit_rate")).values())
+    lags = [v for _, v in sorted(checks.finite(trace.get("lag")).items())]
     out: dict[Mode, tuple[float, list[str]]] = {}
 
     def add(mode: Mode, score: float, sentence: str) -> None:
@@ -275,31 +193,74 @@ def _evidence(trace: Trace, found: Mapping[str, Check]) -> dict[Mode, tuple[floa
         out[mode] = (old + score, [*said, sentence])
 
     above = found["level"].passed is False
-    if _passed(found, "mean_offset"):
+    offset, jump = _passed(found, "mean_offset"), _passed(found, "update_jump")
+    onset, lagging = _passed(found, "update_onset"), _passed(found, "lag_tracking")
+    concentrated = _passed(found, "token_concentration")
+    if offset:
         add("sampler_offset", PRIMARY, found["mean_offset"].sentence)
         if clip and max(clip) > CLIP_HIGH:
             add("sampler_offset", SUPPORT, f"clip/IS-mask rate {max(clip):.1%} of tokens")
         if _from_start(trace):
             add("sampler_offset", SUPPORT, "already there in the first steps: a setting")
-    lags = list(checks.finite(trace.get("lag")).values())
-    if _passed(found, "update_jump"):
+    elif concentrated and above:  # at a healthy level a near-sure policy concentrates too
+        add("sampler_offset", PRIMARY, found["token_concentration"].sentence)
+    if jump:
         add("stale_state", PRIMARY, found["update_jump"].sentence)
-    if cache and max(cache) > 0 and (_passed(found, "update_jump") or (lags and max(lags) > 0)):
+    if onset:
+        add("stale_state", SUPPORT if jump else PRIMARY, found["update_onset"].sentence)
+    if cache and max(cache) > 0 and (jump or onset or (lags and max(lags) > 0)):
         add(
             "stale_state",
             SUPPORT,
             f"prefix cache hit rate up to {max(cache):.0%}"
-            + ("" if _passed(found, "update_jump") else " while rollouts lag the trainer"),
+            + ("" if jump or onset else " while rollouts lag the trainer"),
         )
-    if _passed(found, "bucket_slope") and not _passed(found, "mean_offset") and above:
-        add("head_precision", PRIMARY, found["bucket_slope"].sentence)
-        if steady:
-            add("head_precision", SUPPORT, f"steady over steps ({first:.3g} → {last:.3g})")
+    other = offset or concentrated or jump or onset or lagging
+    _head_evidence(trace, found, add, above=above, other=other)
     if _passed(found, "gpu_contrast"):
         add("gpu_kernels", PRIMARY, found["gpu_contrast"].sentence)
-    if _passed(found, "lag_tracking"):
+    if lagging:
         add("off_policy_lag", PRIMARY, found["lag_tracking"].sentence)
+        first, last = checks.thirds(lags)
+        if last > first:
+            add("off_policy_lag", SUPPORT, f"lag grows over the run ({first:.3g} → {last:.3g})")
     return out
+
+
+def _head_evidence(
+    trace: Trace,
+    found: Mapping[str, Check],
+    add: _Add,
+    *,
+    above: bool,
+    other: bool,
+) -> None:
+    """A low-precision head: a steep bucket slope above the healthy level with no offset, or a
+    bf16-sized level, steady over steps, above it with no fingerprint of any other mode (a
+    rounding difference leaves no offset, no update or lag link, and does not grow: a run that
+    has begun to collapse is something else). Within the healthy level a bf16 size is only a
+    hint: an engine run wholly in bf16 rounds as much."""
+    offset = _passed(found, "mean_offset")
+    steady = _steady(trace)
+    primary = False
+    if _passed(found, "bucket_slope") and not offset and above:
+        add("head_precision", PRIMARY, found["bucket_slope"].sentence)
+        primary = True
+    rounding = _passed(found, "precision_size") and steady is not None
+    if rounding and not other and not _passed(found, "gpu_contrast"):
+        if above and not primary:
+            add("head_precision", PRIMARY, found["precision_size"].sentence)
+            add("head_precision", 0.0, found["level"].sentence)
+            primary = True
+        elif not above:
+            add(
+                "head_precision",
+                SUPPORT,
+                found["precision_size"].sentence + ", though within the healthy level: "
+                "a bf16 engine rounds as much; above an fp32 reference it would point here",
+            )
+    if primary and steady:
+        add("head_precision", SUPPORT, steady)
 
 
 def attribute(trace: Trace) -> Attribution:

@@ -13,7 +13,8 @@ from server.schemas.query import Out
 
 class CheckOut(Out):
     name: str = Field(
-        description="mean_offset, update_jump, bucket_slope, lag_tracking, gpu_contrast or level"
+        description="mean_offset, update_jump, update_onset, bucket_slope, precision_size, "
+        "token_concentration, lag_tracking, gpu_contrast or level"
     )
     figure: float | None = Field(description="What the check measured (None: not run)")
     threshold: float = Field(description="Where the check passes (its docstring says why)")

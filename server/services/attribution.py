@@ -5,7 +5,9 @@ Everything is read through the query layer, so access and a missing run answer a
 of a run (404), and a long run is read as at most `MAX_POINTS` step buckets (a bucket's mean
 stands for its steps; the weight version is a bucket's last). The GPU contrast comes from the
 like-for-like hardware comparison of the run's project, when one of its groups holds the run and
-spans another GPU type; a comparison that cannot be made leaves the check not run.
+spans another GPU type; a comparison that cannot be made leaves the check not run. With a
+database at hand, the project's reference run (`mismatch project reference`) sets the healthy
+level beside the field's bound: its median of the same signal.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import bisect
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import sqlalchemy as sa
 
 from server.analysis.attribution import Attribution, Hypothesis, Trace, attribute
-from server.analysis.attribution_checks import Bucket, GpuContrast
+from server.analysis.attribution_checks import Bucket, GpuContrast, Reference
 from server.deadlines import Deadline
 from server.domain import parity, signals
 from server.domain.reads.hardware import HardwareComparison
@@ -28,7 +31,7 @@ from server.schemas.attribution import AttributionOut, CheckOut, ConfigNoteOut, 
 from server.services.hardware_reads import HardwareReads
 from server.services.query import SeriesQueries, check_range
 from server.services.runs_query import RunQueries
-from server.storage import runs
+from server.storage import references, runs
 from server.storage import tables as t
 from server.storage.db import Database
 
@@ -38,7 +41,7 @@ step, and 2,000 keeps a million-step run's read small."""
 N_BOOT = 200
 """Bootstrap resamples of the GPU contrast: its interval only has to clear 1 or not."""
 CONTEXT: tuple[str, ...] = ("k3_kl", "k1_kl", "lag", "weight_version", "prefix_cache_hit_rate")
-CONTEXT += ("rollout_clip_rate", "mis_token_rate", "tis_token_rate")
+CONTEXT += ("rollout_clip_rate", "mis_token_rate", "tis_token_rate", "k3_kl_p99")
 LAST = frozenset({"weight_version"})  # read as a bucket's last value, not its mean
 
 
@@ -182,9 +185,35 @@ class AttributionService:
             buckets,
             parity.flatten(detail.config),
             contrast,
+            self._reference(scope, run_id, detail.project, headline),
         )
         result = attribute(trace)
         return _out(result, run_id, detail.project, step_min, step_max)
+
+    def _reference(
+        self,
+        scope: ReadScope,
+        run_id: str,
+        project: str,
+        headline: signals.Signal | None,
+    ) -> Reference | None:
+        """The project's reference run and its median of the headline signal (None without a
+        database, a reference, that signal in it, or when the run is its own reference)."""
+        if self._db is None or headline is None:
+            return None
+        with self._db.read() as conn:
+            found = references.get(conn, project)
+        if found is None or found[0] == run_id:
+            return None
+        try:
+            read = self._series.run_series(
+                scope, found[0], [headline.metric], max_points=MAX_POINTS
+            )
+        except MonitorError:  # the reference run is gone, or out of reach
+            return None
+        series = read.get(headline.metric)
+        values = [headline.to_scale(v) for v in _values(series).values()] if series else []
+        return Reference(found[0], float(np.median(values))) if values else None
 
     def _gpu(
         self,

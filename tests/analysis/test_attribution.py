@@ -1,6 +1,8 @@
 """Attribution on hand-made traces whose answer is known by construction: each trace carries one
-failure mode's fingerprint (a pure offset, a jump only after updates, a steep bucket slope, a
-lag-tracking rise, a GPU contrast) on top of seeded log-normal noise."""
+failure mode's fingerprint (a pure offset, a jump only after updates, a mismatch that switches
+on with the first update, a steep bucket slope, a bf16-sized level above an fp32 reference, a
+gap carried by a few tokens, a lag-tracking rise, a GPU contrast) on top of seeded log-normal
+noise."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 
 from server.analysis import attribution_checks as checks
+from server.analysis import attribution_updates as updates
 from server.analysis.attribution import Trace, attribute
 from server.analysis.attribution_checks import Bucket, GpuContrast
 
@@ -114,7 +117,7 @@ def updates_every(period: int) -> dict[int, float]:
 def test_jump_is_found_when_k3_rises_only_at_weight_updates() -> None:
     k3 = noisy(1e-4, seed=5)
     version = updates_every(5)
-    for step in checks.update_steps(version):
+    for step in updates.update_steps(version):
         k3[step] *= 20
     series = {
         "k3_kl": k3,
@@ -124,7 +127,7 @@ def test_jump_is_found_when_k3_rises_only_at_weight_updates() -> None:
     }
     trace = Trace("k3_kl", series, config={"engine.enable_prefix_caching": "true"})
     found = by_name(trace)["update_jump"]
-    assert checks.update_steps(version) == [5, 10, 15, 20, 25]
+    assert updates.update_steps(version) == [5, 10, 15, 20, 25]
     assert found.passed is True
     assert found.figure is not None and found.figure > 10
     top = attribute(trace).top
@@ -145,7 +148,7 @@ def test_jump_is_read_at_the_first_logged_step_after_each_update() -> None:
     version = {s: float((s + 1) // 6) for s in range(STEPS)}  # updates at 5, 11, 17, 23, 29
     for step in (6, 12, 18, 24):  # the first logged step after each update
         k3[step] *= 20
-    found = checks.update_jump(k3, version)
+    found = updates.update_jump(k3, version)
     assert found.passed is True
     assert found.figure is not None and found.figure > 10
 
@@ -261,3 +264,187 @@ def test_nonfinite_values_are_skipped_not_fatal() -> None:
     k1 = {s: -2 * v for s, v in k3.items()}
     k3[3], k1[4] = math.nan, math.inf
     assert attribute(Trace("k3_kl", {"k3_kl": k3, "k1_kl": k1})).top.mode == "sampler_offset"
+
+
+FLOOR = 2e-13  # k3 of an fp32 engine against an fp32 trainer (the real vLLM engine on a CPU)
+
+
+def test_onset_is_found_when_state_kept_across_updates_serves_every_later_step() -> None:
+    k3 = noisy(FLOOR, seed=30)
+    for step in range(1, STEPS):  # from the first update on, old prompt state: stale
+        k3[step] = 0.05 * (1 + step / 10)
+    series = {
+        "k3_kl": k3,
+        "k1_kl": consistent_k1(k3, seed=31),
+        "weight_version": {s: float(s) for s in range(STEPS)},  # pushed after every step
+        "lag": dict.fromkeys(range(STEPS), 0.0),
+        "prefix_cache_hit_rate": dict.fromkeys(range(STEPS), 0.8),
+    }
+    found = by_name(Trace("k3_kl", series))
+    assert found["update_jump"].passed is None  # every step follows an update: no "between"
+    assert found["update_onset"].passed is True
+    assert found["update_onset"].figure == pytest.approx(1.0)
+    top = attribute(Trace("k3_kl", series)).top
+    assert top.mode == "stale_state"
+    assert any("switched on with the updates" in e for e in top.evidence)
+    assert any("prefix cache hit rate up to 80%" in e for e in top.evidence)
+
+
+def test_onset_counts_a_cache_reset_on_every_third_update_as_stale() -> None:
+    k3 = noisy(FLOOR, seed=32)
+    for step in range(1, STEPS):
+        if step % 3 != 0:  # the steps after a push that kept the cache
+            k3[step] = 0.03
+    found = updates.update_onset(k3, {s: float(s) for s in range(STEPS)}, {})
+    assert found.passed is True
+    assert found.figure == pytest.approx(20 / 29)  # 20 of the 29 steps after the first update
+
+
+def test_onset_reads_only_steps_on_the_trainers_own_weights() -> None:
+    lag = {s: float(s % 2) for s in range(STEPS)}  # weights pushed every second step
+    k3 = {s: (0.05 if lag[s] else FLOOR) for s in range(STEPS)}  # off only while lagging
+    version = {s: float(s - s % 2) for s in range(STEPS)}
+    trace = Trace("k3_kl", {"k3_kl": k3, "weight_version": version, "lag": lag})
+    found = by_name(trace)
+    assert found["update_onset"].passed is False and found["update_onset"].figure == 0.0
+    assert found["lag_tracking"].passed is True  # an alternating lag is off-policy too
+    assert attribute(trace).top.mode == "off_policy_lag"
+
+
+def test_onset_sets_its_level_on_the_trainers_own_weights_before_the_first_update() -> None:
+    # the demo's stale-weights: pushed every second step, the cache kept; step 1 lags (off
+    # policy) before any update, so only step 0 shows the level the engine agrees at
+    lag = {s: float(s % 2) for s in range(STEPS)}
+    k3 = {s: FLOOR if s == 0 else 0.03 if s == 1 else 0.1 * (1 + lag[s]) for s in range(STEPS)}
+    series = {
+        "k3_kl": k3,
+        "weight_version": {s: float(s - s % 2) for s in range(STEPS)},
+        "lag": lag,
+        "prefix_cache_hit_rate": dict.fromkeys(range(STEPS), 0.83),
+    }
+    found = by_name(Trace("k3_kl", series))
+    assert found["update_onset"].passed is True
+    assert "the signal on the trainer's own weights is 2e-13" in found["update_onset"].sentence
+    assert found["lag_tracking"].passed is True  # it lags too, but the cache explains more
+    assert attribute(Trace("k3_kl", series)).top.mode == "stale_state"
+
+
+def test_onset_is_not_run_without_steps_before_the_first_update() -> None:
+    k3 = {s: v for s, v in noisy(1e-4, seed=33).items() if s >= 10}  # the range from step 10
+    found = updates.update_onset(k3, updates_every(5), {})  # updates at 5, 10, 15, …
+    assert found.passed is None and "before the first update" in found.sentence
+
+
+def test_growing_lag_adds_its_growth_to_the_evidence() -> None:
+    lag = {s: float(s // 5) for s in range(STEPS)}
+    k3 = {s: 1e-3 * (1 + lag[s]) for s in range(STEPS)}
+    top = attribute(Trace("k3_kl", {"k3_kl": k3, "lag": lag})).top
+    assert top.mode == "off_policy_lag"
+    assert top.evidence[-1] == "lag grows over the run (0.5 → 4.5)"  # thirds' medians
+
+
+def test_level_is_bounded_by_ten_times_the_projects_reference() -> None:
+    k3 = noisy(1e-4, seed=34, sigma=0.1)
+    reference = checks.Reference("parity-0", FLOOR)
+    found = checks.level(k3, healthy=checks.HEALTHY_K3, unit="k3", reference=reference)
+    assert found.passed is False and found.threshold == pytest.approx(10 * FLOOR)
+    assert "above 10× the project's reference run parity-0 (2e-13)" in found.sentence
+    near = checks.level(noisy(3 * FLOOR, seed=35, sigma=0.1), healthy=1e-3, unit="k3",
+                        reference=reference)  # fmt: skip
+    assert near.passed is True
+
+
+def test_reference_never_loosens_the_field_bound_and_a_zero_one_sets_none() -> None:
+    k3 = noisy(5e-3, seed=36, sigma=0.1)
+    loose = checks.level(k3, healthy=1e-3, unit="k3", reference=checks.Reference("moe", 1e-2))
+    assert loose.passed is False and loose.threshold == 1e-3
+    zero = checks.level(noisy(1e-4, seed=37), healthy=1e-3, unit="k3",
+                        reference=checks.Reference("exact", 0.0))  # fmt: skip
+    assert zero.passed is True and zero.threshold == 1e-3
+
+
+def test_precision_size_is_the_band_bf16_rounding_leaves() -> None:
+    assert checks.precision_size(noisy(5e-5, seed=38)).passed is True
+    fp32 = checks.precision_size(noisy(FLOOR, seed=39))
+    assert fp32.passed is False and "fp32 rounding" in fp32.sentence
+    assert checks.precision_size(noisy(5e-2, seed=40)).passed is False
+    assert checks.precision_size({0: 1e-4}).passed is None
+
+
+def bf16_head_trace(reference: checks.Reference | None) -> Trace:
+    """A bf16 head: a steady bf16-sized k3, k1 its unbiased noisy twin, flat buckets."""
+    k3 = noisy(5e-5, seed=41)
+    series = {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=42)}
+    return Trace("k3_kl", series, buckets=buckets([5e-5] * 6 + [1e-7]), reference=reference)
+
+
+def test_bf16_sized_level_above_an_fp32_reference_points_at_the_head() -> None:
+    result = attribute(bf16_head_trace(checks.Reference("parity-0", FLOOR)))
+    assert result.top.mode == "head_precision"
+    assert result.top.evidence[0].startswith("median k3 4.89e-05: ")
+    assert "the size bf16 rounding of the logits leaves" in result.top.evidence[0]
+    assert any("reference run parity-0" in e for e in result.top.evidence)
+    assert any(e.startswith("steady over steps") for e in result.top.evidence)
+
+
+def test_bf16_sized_level_without_a_reference_is_normal_noise_with_the_head_as_a_hint() -> None:
+    result = attribute(bf16_head_trace(None))
+    assert result.top.mode == "normal_noise"
+    head = next(h for h in result.hypotheses if h.mode == "head_precision")
+    assert 0 < head.score < result.top.score
+    assert "a bf16 engine rounds as much" in head.evidence[0]
+
+
+def test_parity_run_near_its_reference_is_normal_noise() -> None:
+    k3 = noisy(FLOOR, seed=43)
+    trace = Trace("k3_kl", {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=44)},
+                  reference=checks.Reference("parity-0", 1.5e-13))  # fmt: skip
+    result = attribute(trace)
+    assert result.top.mode == "normal_noise"
+    assert all(h.score == 0 for h in result.hypotheses[1:] if h.mode != "unknown")
+
+
+def chi_square_p99(k3: dict[int, float]) -> dict[int, float]:
+    """The 99th-percentile token's k3 where each token's gap d is Gaussian: k3 ≈ d²/2 is then
+    k3_mean × a chi-square with one degree of freedom, whose 99th percentile is 6.63."""
+    return {s: 6.63 * v for s, v in k3.items()}
+
+
+def test_concentration_on_few_tokens_points_at_a_sampler_only_penalty() -> None:
+    k3 = noisy(2e-2, seed=45)
+    series = {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=46)}
+    series["k3_kl_p99"] = {s: 25 * v for s, v in k3.items()}  # a few tokens carry it
+    found = by_name(Trace("k3_kl", series))["token_concentration"]
+    assert found.passed is True and found.figure == pytest.approx(25.0)
+    top = attribute(Trace("k3_kl", series)).top
+    assert top.mode == "sampler_offset"
+    assert top.evidence == (found.sentence,)
+
+
+def test_gap_spread_over_the_tokens_is_not_concentrated() -> None:
+    k3 = noisy(2e-2, seed=47)
+    series = {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=48), "k3_kl_p99": chi_square_p99(k3)}
+    found = by_name(Trace("k3_kl", series))["token_concentration"]
+    assert found.passed is False and found.figure == pytest.approx(6.63)
+    assert attribute(Trace("k3_kl", series)).top.mode == "unknown"
+
+
+def test_concentrated_bf16_sized_gap_is_not_read_as_rounding() -> None:
+    k3 = noisy(5e-5, seed=49)
+    series = {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=50)}
+    series["k3_kl_p99"] = {s: 30 * v for s, v in k3.items()}
+    result = attribute(Trace("k3_kl", series, reference=checks.Reference("parity-0", FLOOR)))
+    assert result.top.mode == "sampler_offset"
+    head = next(h for h in result.hypotheses if h.mode == "head_precision")
+    assert head.score == 0
+
+
+def test_concentration_at_a_healthy_level_is_not_a_penalty() -> None:
+    # a policy sure of most tokens leaves their gap at 0 and the fp32 noise on a few: the demo's
+    # parity run reads 13× at k3 ≈ 1e-13
+    k3 = noisy(FLOOR, seed=51)
+    series = {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=52)}
+    series["k3_kl_p99"] = {s: 13 * v for s, v in k3.items()}
+    result = attribute(Trace("k3_kl", series, reference=checks.Reference("parity-0", FLOOR)))
+    assert by_name(Trace("k3_kl", series))["token_concentration"].passed is True
+    assert result.top.mode == "normal_noise"

@@ -25,7 +25,9 @@ async def get_attribution(
     step_max: StepMax = None,
 ) -> Response:
     """The likely failure mode behind the run's mismatch over a step range: named checks
-    (mean offset, update-aligned jump, bucket slope, lag tracking, GPU contrast, level), each
+    (mean offset, update-aligned jump and onset, bucket slope, precision size, token
+    concentration, lag tracking, GPU contrast, level against the field's bound or the project's
+    reference run), each
     with its figure, verdict and sentence, and hypotheses ranked by score, with the recorded
     settings that raised or lowered each (shown, never required)."""
     found = await analysis.run(

@@ -1,0 +1,138 @@
+"""The recorded settings as attribution's evidence: which failure modes there are, and which
+settings of a run's config raise or lower each (`server.analysis.attribution` adds them to the
+metrics' scores). A config can be missing or wrong, and the metrics are what the engine did, so
+a setting moves a score by less than a fingerprint and is always shown beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from server.domain import parity
+
+__all__ = ["CONFIG_RULES", "CONFIG_WEIGHT", "TITLES", "ConfigNote", "Mode"]
+__all__ += ["config_notes", "config_weight"]
+
+CONFIG_WEIGHT = 0.15
+"""A config setting moves a score by less than a fingerprint: it says what was asked of the
+engine, the metrics what it did."""
+
+Mode = Literal[
+    "sampler_offset",
+    "stale_state",
+    "head_precision",
+    "gpu_kernels",
+    "off_policy_lag",
+    "normal_noise",
+    "unknown",
+]
+TITLES: dict[Mode, str] = {
+    "sampler_offset": "raw instead of processed logprobs, or a sampler-only setting "
+    "(temperature, top-p/top-k, penalty)",
+    "stale_state": "a prefix cache or KV state outliving a weight update",
+    "head_precision": "a bf16 (or lower precision) lm_head on one side",
+    "gpu_kernels": "the GPU type or its kernels",
+    "off_policy_lag": "asynchronous, off-policy lag",
+    "normal_noise": "within normal noise",
+    "unknown": "unknown: above the healthy level with no known fingerprint",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigNote:
+    """A recorded setting that moved a hypothesis: `effect` is "raises" or "lowers"."""
+
+    key: str
+    value: str
+    effect: Literal["raises", "lowers"]
+    why: str
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip('"'))
+    except ValueError:
+        return None
+
+
+_Rule = tuple[str, Mode, Callable[[str], Literal["raises", "lowers"] | None]]
+
+
+def _neutral_unless(neutral: float) -> Callable[[str], Literal["raises", "lowers"] | None]:
+    def judge(value: str) -> Literal["raises", "lowers"] | None:
+        number = _number(value)
+        if number is None:
+            return None
+        return "lowers" if number == neutral or number < 0 else "raises"
+
+    return judge
+
+
+def _lowered(
+    words: tuple[str, ...], lowering: tuple[str, ...]
+) -> Callable[[str], Literal["raises", "lowers"] | None]:
+    def judge(value: str) -> Literal["raises", "lowers"] | None:
+        text = value.lower()
+        if any(w in text for w in words):
+            return "raises"
+        return "lowers" if any(w in text for w in lowering) else None
+
+    return judge
+
+
+CONFIG_RULES: tuple[_Rule, ...] = (
+    ("logprobs_mode", "sampler_offset", _lowered(("raw",), ("processed",))),
+    ("temperature", "sampler_offset", _neutral_unless(1.0)),
+    ("top_p", "sampler_offset", _neutral_unless(1.0)),
+    ("top_k", "sampler_offset", _neutral_unless(0.0)),
+    ("repetition_penalty", "sampler_offset", _neutral_unless(1.0)),
+    ("presence_penalty", "sampler_offset", _neutral_unless(0.0)),
+    ("frequency_penalty", "sampler_offset", _neutral_unless(0.0)),
+    ("enable_prefix_caching", "stale_state", _lowered(("true", "1"), ("false", "0"))),
+    ("clear_cache", "stale_state", _lowered(("false",), ("true",))),
+    (
+        "head_dtype",
+        "head_precision",
+        _lowered(("bf16", "bfloat16", "fp16", "half", "fp8"), ("fp32", "float32")),
+    ),
+    (
+        "lm_head_dtype",
+        "head_precision",
+        _lowered(("bf16", "bfloat16", "fp16", "half", "fp8"), ("fp32", "float32")),
+    ),
+    ("async_scheduling", "off_policy_lag", _lowered(("true",), ("false",))),
+)
+"""Settings read as evidence, by the last component of their dotted key (`top_k` ≤ 0 and
+`top_p` = 1 mean off). A setting the engine ignores still reads here: it is a hint, shown."""
+
+
+def config_notes(config: Mapping[str, str]) -> dict[Mode, list[ConfigNote]]:
+    """The recorded settings that bear on each mode. A temperature other than 1 counts only
+    beside raw logprobs: with processed logprobs the trainer applies the same temperature (a
+    trainer's own `temperature` key says so), and it explains nothing."""
+    notes: dict[Mode, list[ConfigNote]] = {}
+    raw = any(
+        k.rsplit(".", 1)[-1] == "logprobs_mode" and "raw" in v.lower() for k, v in config.items()
+    )
+    for key, value in sorted(config.items()):
+        leaf = key.rsplit(".", 1)[-1]
+        if leaf == "temperature" and not raw:
+            continue
+        for name, mode, judge in CONFIG_RULES:
+            effect = judge(value) if name == leaf else None
+            if effect is not None:
+                notes.setdefault(mode, []).append(ConfigNote(key, value, effect, parity.why(key)))
+    return notes
+
+
+def config_weight(notes: Sequence[ConfigNote]) -> float:
+    """What recorded settings add to a hypothesis: `CONFIG_WEIGHT` per setting that raises it
+    (two at most); settings that lower it count only when none raises it, since a neutral
+    setting beside the one that explains the mode argues nothing (top_p = 1 beside raw
+    logprobs), and an fp32 head on the other side is what "one side" means."""
+    raises = sum(n.effect == "raises" for n in notes)
+    if raises:
+        return CONFIG_WEIGHT * min(raises, 2)
+    return -CONFIG_WEIGHT if notes else 0.0
