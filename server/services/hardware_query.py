@@ -11,19 +11,15 @@ the selected runs share (k3 where all log it, TRL's mean |d| ...), from their se
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from sqlalchemy.engine import Connection
 
 from server.analysis import comparison
-from server.analysis.comparison import VALUES_PER_GPU, GpuFigures, GroupBy, Piece, RunFacts
-from server.analysis.hardware import UNKNOWN_GPU, ParityPlan
-from server.analysis.ratios import MAX_STEPS_PER_RUN
+from server.analysis.comparison import GpuFigures, GroupBy, Piece, RunFacts
+from server.analysis.hardware import ParityPlan
 from server.deadlines import Deadline
 from server.domain.metrics import HEADLINE, compare_metric
 from server.domain.parity import flatten
@@ -37,9 +33,14 @@ from server.schemas.hardware import (
     SettingOut,
 )
 from server.schemas.query import HardwareOut
+from server.services.hardware_measure import (
+    bootstrap_pieces,
+    distribution,
+    measure,
+    with_values,
+)
 from server.services.runs_query import RunQueries, _label_filter
-from server.storage import hardware, heads, runs
-from server.storage.hardware import Stats
+from server.storage import heads, runs
 
 MAX_RUNS = 10_000
 
@@ -58,7 +59,9 @@ class HardwareQueries(RunQueries):
         with self._db.read() as conn:
             rows = self._selected(conn, run_ids, project, None, projects)
             pks = [r.pk for r in rows]
-            out = self._pooled(conn, _measured(conn, metric or shared_signal(conn, pks), pks))
+            out = distribution(
+                self._db, conn, measure(conn, metric or shared_signal(conn, pks), pks)
+            )
         return [HardwareOut.model_validate(row) for row in out]
 
     def hardware_comparison(
@@ -87,17 +90,19 @@ class HardwareQueries(RunQueries):
             keys = _keys(rows)
             pks = {key: pk for pk, key in keys.items()}
             metric = metric or shared_signal(conn, list(keys))
-            measured = _measured(conn, metric, list(pks.values()))
-            pooled = self._pooled(conn, measured)
+            measured = measure(conn, metric, list(pks.values()))
+            pooled = distribution(self._db, conn, measured)
             facts = _facts(rows, keys, runs.configs(conn, list(pks.values())))
             deadline.check()
-            plan = comparison.plan(facts, _with_values(measured, keys), by)
+            plan = comparison.plan(facts, with_values(measured, keys), by)
             _check_gpu_types(plan, by)
             chosen = [] if plan.chosen is None else list(plan.chosen.run_ids)
             in_group = {pks[run_id] for run_id in chosen}
             group = measured.of_runs(in_group)
-            group_rows = pooled if len(in_group) == len(pks) else self._pooled(conn, group)
-            pieces = _pieces(conn, group, rows, keys)
+            group_rows = (
+                pooled if len(in_group) == len(pks) else distribution(self._db, conn, group)
+            )
+            pieces = bootstrap_pieces(conn, group, rows, keys)
             deadline.check()
         figures = _figures(group_rows, [p for p in pieces if p.run_id in set(chosen)])
         results = comparison.pairs(
@@ -150,71 +155,6 @@ class HardwareQueries(RunQueries):
             return found
         return [r for r in found if wanted.matches(runs.loads(r.labels, {}))]
 
-    def _pooled(self, conn: Connection, measured: Measured) -> list[dict[str, Any]]:
-        """Per GPU type: runs, actors, counts, min, max, mean and exact quantiles of the
-        metric's values in the measured pieces (see `HardwareOut`)."""
-        by_gpu: dict[str, list[tuple[hardware.Piece, Stats]]] = {}
-        for piece, stats in measured.items:
-            if stats.finite or stats.nonfinite:
-                by_gpu.setdefault(piece.gpu or UNKNOWN_GPU, []).append((piece, stats))
-        found = hardware.quantiles(
-            conn,
-            self._db.dialect,
-            measured.metric_id,
-            {g: [p for p, st in items if st.finite] for g, items in by_gpu.items()},
-        )
-        out = []
-        for gpu in sorted(by_gpu):
-            items = by_gpu[gpu]
-            finite = [(p, st) for p, st in items if st.finite]
-            qs = found[gpu]
-            steps = sum(st.finite for _, st in items)
-            out.append(
-                {
-                    "gpu": gpu,
-                    "metric": measured.metric,
-                    "runs": len({p.run_pk for p, _ in items}),
-                    "actors": len({p.sid for p, _ in items}),
-                    "steps": steps,
-                    "nonfinite": sum(st.nonfinite for _, st in items),
-                    "min": min((st.min for _, st in finite if st.min is not None), default=None),
-                    "max": max((st.max for _, st in finite if st.max is not None), default=None),
-                    "mean": sum(st.sum for _, st in finite) / steps if steps else None,
-                    **dict(zip(("p05", "q1", "median", "q3", "p95"), qs, strict=True)),
-                }
-            )
-        return out
-
-
-@dataclass(frozen=True)
-class Measured:
-    """The pieces of a metric in some runs (a series on one GPU over a step range) with what
-    their values hold."""
-
-    metric: str
-    metric_id: int
-    items: list[tuple[hardware.Piece, Stats]]
-
-    def of_runs(self, run_pks: set[int]) -> Measured:
-        kept = [(p, st) for p, st in self.items if p.run_pk in run_pks]
-        return Measured(self.metric, self.metric_id, kept)
-
-
-def _measured(conn: Connection, metric: str, run_pks: Sequence[int]) -> Measured:
-    metric_id, found = hardware.pieces(conn, metric, run_pks)
-    return Measured(
-        metric, metric_id, list(zip(found, hardware.stats(conn, metric_id, found), strict=True))
-    )
-
-
-def _with_values(measured: Measured, keys: dict[int, str]) -> list[tuple[str, str]]:
-    """The (run, GPU type) pairs that hold finite values, in run and GPU order, once each."""
-    seen: dict[tuple[str, str], None] = {}
-    for piece, stats in measured.items:
-        if stats.finite and piece.gpu not in (None, UNKNOWN_GPU):
-            seen.setdefault((keys[piece.run_pk], str(piece.gpu)), None)
-    return list(seen)
-
 
 def shared_signal(conn: Connection, run_pks: Sequence[int]) -> str:
     """What a hardware comparison reads when not told: the strongest mismatch signal every
@@ -255,53 +195,6 @@ def _facts(rows: Sequence[Any], keys: dict[int, str], configs: Sequence[Any]) ->
         RunFacts(keys[r.pk], r.name or r.id, config.get(r.pk, {}), runs.loads(r.labels, {}))
         for r in rows
     ]
-
-
-def _pieces(
-    conn: Connection, group: Measured, rows: Sequence[Any], keys: dict[int, str]
-) -> list[Piece]:
-    """Each run's finite values per known GPU type, in step order, at the steps the bootstrap
-    keeps of them: one stride for every run that keeps the longest near `MAX_STEPS_PER_RUN`
-    values, times a factor per (run, GPU type) that leaves it its share of `VALUES_PER_GPU`
-    (the thinning `comparison.pairs` would do, done before reading instead of after)."""
-    if not rows:
-        return []
-    longest = max((r.last_step or 0) for r in rows) + 1
-    stride = max(1, math.ceil(longest / MAX_STEPS_PER_RUN))
-    finite: dict[tuple[int, str], int] = {}
-    for piece, stats in group.items:
-        if stats.finite and piece.gpu not in (None, UNKNOWN_GPU):
-            key = (piece.run_pk, str(piece.gpu))
-            finite[key] = finite.get(key, 0) + stats.finite
-    per_gpu = Counter(gpu for _, gpu in finite)
-    strides = {
-        key: stride * math.ceil(math.ceil(n / stride) / _share(per_gpu[key[1]]))
-        for key, n in finite.items()
-    }
-    asked = [
-        (p, strides[(p.run_pk, str(p.gpu))])
-        for p, stats in group.items
-        if stats.finite and (p.run_pk, str(p.gpu)) in strides
-    ]
-    columns = hardware.piece_values(conn, group.metric_id, asked)
-    gpu = np.asarray(columns["gpu"], dtype=object)
-    run_pk = np.asarray(columns["run_pk"], dtype=np.int64)
-    value = np.asarray(columns["value"], dtype=np.float64)
-    if value.size == 0:
-        return []
-    # Rows come ordered by run, GPU, step: each change of (run, GPU) starts a piece.
-    change = np.flatnonzero((run_pk[1:] != run_pk[:-1]) | (gpu[1:] != gpu[:-1])) + 1
-    starts = np.concatenate([[0], change])
-    ends = np.concatenate([change, [value.size]])
-    return [
-        Piece(keys[int(run_pk[s])], str(gpu[s]), value[s:e])
-        for s, e in zip(starts, ends, strict=True)
-    ]
-
-
-def _share(pieces: int) -> int:
-    """Values each of a GPU type's pieces keeps (as `comparison.pairs` bounds them)."""
-    return max(2, min(MAX_STEPS_PER_RUN, VALUES_PER_GPU // pieces))
 
 
 def _figures(rows: Sequence[dict[str, Any]], pieces: Sequence[Piece]) -> list[GpuFigures]:

@@ -1,0 +1,157 @@
+"""What a hardware read knows of a metric in some runs before it compares anything: its pieces
+(a series on one GPU type over a step range) with their counts and sums, the per-GPU
+distribution with exact quantiles, and the values a bootstrap resamples — all read through
+`server.storage.hardware`, which does the work in the database. What reaches Python is a few
+rows per series and at most `comparison.VALUES_PER_GPU` values per GPU type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import Connection
+
+from server.analysis.comparison import VALUES_PER_GPU, Piece
+from server.analysis.hardware import UNKNOWN_GPU
+from server.analysis.ratios import MAX_STEPS_PER_RUN
+from server.storage import hardware
+from server.storage.db import Database
+from server.storage.hardware import Piece as SeriesPiece
+from server.storage.hardware import Stats
+
+QUANTILE_WORKERS = 4  # GPU types sorted at once on PostgreSQL
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The pieces of a metric in some runs (a series on one GPU over a step range) with what
+    their values hold."""
+
+    metric: str
+    metric_id: int
+    items: list[tuple[SeriesPiece, Stats]]
+
+    def of_runs(self, run_pks: set[int]) -> Measured:
+        kept = [(p, st) for p, st in self.items if p.run_pk in run_pks]
+        return Measured(self.metric, self.metric_id, kept)
+
+
+def measure(conn: Connection, metric: str, run_pks: Sequence[int]) -> Measured:
+    metric_id, found = hardware.pieces(conn, metric, run_pks)
+    return Measured(
+        metric, metric_id, list(zip(found, hardware.stats(conn, metric_id, found), strict=True))
+    )
+
+
+def with_values(measured: Measured, keys: dict[int, str]) -> list[tuple[str, str]]:
+    """The (run, GPU type) pairs that hold finite values, in run and GPU order, once each."""
+    seen: dict[tuple[str, str], None] = {}
+    for piece, stats in measured.items:
+        if stats.finite and piece.gpu not in (None, UNKNOWN_GPU):
+            seen.setdefault((keys[piece.run_pk], str(piece.gpu)), None)
+    return list(seen)
+
+
+def distribution(db: Database, conn: Connection, measured: Measured) -> list[dict[str, Any]]:
+    """Per GPU type: runs, actors, counts, min, max, mean and exact quantiles of the
+    metric's values in the measured pieces (see `HardwareOut`)."""
+    by_gpu: dict[str, list[tuple[SeriesPiece, Stats]]] = {}
+    for piece, stats in measured.items:
+        if stats.finite or stats.nonfinite:
+            by_gpu.setdefault(piece.gpu or UNKNOWN_GPU, []).append((piece, stats))
+    groups = {g: [p for p, st in items if st.finite] for g, items in by_gpu.items()}
+    if db.is_duckdb or len(groups) < 2:
+        found = hardware.quantiles(conn, db.dialect, measured.metric_id, groups)
+    else:
+        found = _quantiles_apart(db, measured.metric_id, groups)
+    out = []
+    for gpu in sorted(by_gpu):
+        items = by_gpu[gpu]
+        finite = [(p, st) for p, st in items if st.finite]
+        qs = found[gpu]
+        steps = sum(st.finite for _, st in items)
+        out.append(
+            {
+                "gpu": gpu,
+                "metric": measured.metric,
+                "runs": len({p.run_pk for p, _ in items}),
+                "actors": len({p.sid for p, _ in items}),
+                "steps": steps,
+                "nonfinite": sum(st.nonfinite for _, st in items),
+                "min": min((st.min for _, st in finite if st.min is not None), default=None),
+                "max": max((st.max for _, st in finite if st.max is not None), default=None),
+                "mean": sum(st.sum for _, st in finite) / steps if steps else None,
+                **dict(zip(("p05", "q1", "median", "q3", "p95"), qs, strict=True)),
+            }
+        )
+    return out
+
+
+def _quantiles_apart(
+    db: Database, metric_id: int, groups: dict[str, list[SeriesPiece]]
+) -> dict[str, list[float | None]]:
+    """PostgreSQL: each GPU type's quantiles in a connection (a backend process) of its own, at
+    the same time: a sort uses one core, and there is one sort per GPU type."""
+
+    def one(group: tuple[str, list[SeriesPiece]]) -> dict[str, list[float | None]]:
+        with db.read() as conn:
+            return hardware.quantiles(conn, db.dialect, metric_id, dict([group]))
+
+    found: dict[str, list[float | None]] = {}
+    with ThreadPoolExecutor(max_workers=min(QUANTILE_WORKERS, len(groups))) as pool:
+        for part in pool.map(one, groups.items()):
+            found.update(part)
+    return found
+
+
+def bootstrap_pieces(
+    conn: Connection, group: Measured, rows: Sequence[Any], keys: dict[int, str]
+) -> list[Piece]:
+    """Each run's finite values per known GPU type, in step order, at the steps the bootstrap
+    keeps of them: one stride for every run that keeps the longest near `MAX_STEPS_PER_RUN`
+    values, times a factor per (run, GPU type) that leaves it its share of `VALUES_PER_GPU`
+    (the thinning `comparison.pairs` would do, done before reading instead of after)."""
+    if not rows:
+        return []
+    longest = max((r.last_step or 0) for r in rows) + 1
+    stride = max(1, math.ceil(longest / MAX_STEPS_PER_RUN))
+    finite: dict[tuple[int, str], int] = {}
+    for piece, stats in group.items:
+        if stats.finite and piece.gpu not in (None, UNKNOWN_GPU):
+            key = (piece.run_pk, str(piece.gpu))
+            finite[key] = finite.get(key, 0) + stats.finite
+    per_gpu = Counter(gpu for _, gpu in finite)
+    strides = {
+        key: stride * math.ceil(math.ceil(n / stride) / _share(per_gpu[key[1]]))
+        for key, n in finite.items()
+    }
+    asked = [
+        (p, strides[(p.run_pk, str(p.gpu))])
+        for p, stats in group.items
+        if stats.finite and (p.run_pk, str(p.gpu)) in strides
+    ]
+    columns = hardware.piece_values(conn, group.metric_id, asked)
+    gpu = np.asarray(columns["gpu"], dtype=object)
+    run_pk = np.asarray(columns["run_pk"], dtype=np.int64)
+    value = np.asarray(columns["value"], dtype=np.float64)
+    if value.size == 0:
+        return []
+    # Rows come ordered by run, GPU, step: each change of (run, GPU) starts a piece.
+    change = np.flatnonzero((run_pk[1:] != run_pk[:-1]) | (gpu[1:] != gpu[:-1])) + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [value.size]])
+    return [
+        Piece(keys[int(run_pk[s])], str(gpu[s]), value[s:e])
+        for s, e in zip(starts, ends, strict=True)
+    ]
+
+
+def _share(pieces: int) -> int:
+    """Values each of a GPU type's pieces keeps (as `comparison.pairs` bounds them)."""
+    return max(2, min(MAX_STEPS_PER_RUN, VALUES_PER_GPU // pieces))
