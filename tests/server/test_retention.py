@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
-from server.schemas.ingest import IngestIn
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.reads import Reads
@@ -24,6 +23,7 @@ from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
 from tests.conftest import ROOT
+from tests.factories import ingest_batch
 from tests.waiting import wait_for
 
 DAY = 86400.0
@@ -46,7 +46,7 @@ def _fill(db: Database, runs: dict[str, str], steps: int = STEPS) -> None:
     """`runs`: run id → project; every run gets `steps` steps of two metrics."""
     ingest = IngestService(db)
     for run, project in runs.items():
-        ingest.ingest(IngestIn.model_validate({"run": {"id": run, "project": project}}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": run, "project": project}}), OPEN)
         records = [
             {
                 "run_id": run,
@@ -56,7 +56,7 @@ def _fill(db: Database, runs: dict[str, str], steps: int = STEPS) -> None:
             }
             for s in range(steps)
         ]
-        ingest.ingest(IngestIn.model_validate({"records": records}), OPEN)
+        ingest.ingest(ingest_batch({"records": records}), OPEN)
     ingest.close()
 
 
@@ -168,13 +168,13 @@ def test_the_maintenance_thread_compacts_and_retains(migrated_db: Database) -> N
     maintenance.start()
     try:
         ingest = IngestService(migrated_db, listeners=[maintenance])
-        ingest.ingest(IngestIn.model_validate({"run": {"id": "stale"}}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": "stale"}}), OPEN)
         _age(migrated_db, "stale", 3)
         records = [
             {"run_id": "live", "step": s, "source": "trainer", "metrics": {"k3_kl": 1e-3}}
             for s in range(2000)
         ]
-        ingest.ingest(IngestIn.model_validate({"run": {"id": "live"}, "records": records}), OPEN)
+        ingest.ingest(ingest_batch({"run": {"id": "live"}, "records": records}), OPEN)
         ingest.close()
 
         def compacted_and_retained() -> bool:
@@ -198,9 +198,7 @@ def test_retention_drops_the_token_exemplars_of_old_runs_only(migrated_db: Datab
 
     ingest = IngestService(migrated_db)
     for run in ("old", "new"):
-        ingest.ingest(
-            IngestIn.model_validate(parity_report(run, tokens=256, top=8, uniform=8)), OPEN
-        )
+        ingest.ingest(ingest_batch(parity_report(run, tokens=256, top=8, uniform=8)), OPEN)
     ingest.close()
     _age(migrated_db, "old", 200)
     query = Reads.over(migrated_db)
