@@ -78,7 +78,7 @@ def _wire_record(index: int, rec: RecordWire, batch: IngestWire) -> Record:
         rec.gpu,
         rec.weight_version,
         batch.metrics[index],
-        [_bucket_table(b) for b in batch.buckets.get(index, ())],
+        [_bucket_table(b) for b in batch.buckets[index]] if index in batch.buckets else (),
         [_exemplar(e) for e in exemplars] if exemplars else (),
     )
 

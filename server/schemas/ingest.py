@@ -264,7 +264,7 @@ _DECODER = msgspec.json.Decoder(_BatchWire)
 _RECORD = msgspec.json.Decoder(RecordWire)
 _ID = re.compile(ID_PATTERN.removesuffix("$") + r"\Z")  # `$` would also match before a "\n"
 _NAME = re.compile(NAME_PATTERN.removesuffix("$") + r"\Z")
-_SOURCES = frozenset(get_args(Source))
+_SOURCES = {source: source for source in get_args(Source)}
 _STEP_MAX = 2**53
 _RUN: TypeAdapter[RunIn | None] = TypeAdapter(RunIn | None)
 _BUCKETS: TypeAdapter[list[BucketTableIn] | None] = TypeAdapter(
@@ -306,29 +306,45 @@ def decode_wire(body: bytes | bytearray) -> IngestWire:
     return parsed
 
 
+def _checked(text: str, pattern: re.Pattern[str], seen: dict[str, str]) -> str:
+    """`text` if it matches `pattern` (`WireRefused` if not), as the one string of its value
+    in the batch (a batch's records name the same few runs and actors). `seen` holds what was
+    checked against this pattern only: a valid actor name may be an invalid run id."""
+    kept = seen.get(text)
+    if kept is None:
+        if pattern.match(text) is None:
+            raise WireRefused("run_id or actor")
+        kept = seen[text] = text
+    return kept
+
+
 def _check_records(raws: list[msgspec.Raw], parsed: IngestWire) -> None:
     """Decode each record, make every check of `RecordIn` that msgspec does not make (raises
     `WireRefused`), and move its metric values into the batch's column."""
-    ids: set[str] = set()  # run ids and actors already checked: a batch repeats them
+    # run ids, actors and GPU names already checked, each kept once rather than per record
+    run_ids: dict[str, str] = {}
+    actors: dict[str, str] = {}
+    gpus: dict[str, str] = {}
     names: set[str] = set()  # metric names already checked
     column = MetricColumn()
     records, buckets, exemplars = parsed.records, parsed.buckets, parsed.exemplars
     for index, raw in enumerate(raws):
         rec = _RECORD.decode(raw)
         raws[index] = _NO_RAW  # the body is left only to the records not decoded yet
-        for text, pattern in ((rec.run_id, _ID), (rec.actor, _NAME)):
-            if text not in ids:
-                if pattern.match(text) is None:
-                    raise WireRefused("run_id or actor")
-                ids.add(text)
+        rec.run_id = _checked(rec.run_id, _ID, run_ids)
+        rec.actor = _checked(rec.actor, _NAME, actors)
         if type(rec.step) is not int or not 0 <= rec.step <= _STEP_MAX:
             raise WireRefused("step")
-        if rec.source not in _SOURCES:
+        source = _SOURCES.get(rec.source)
+        if source is None:
             raise WireRefused("source")
+        rec.source = source
         if rec.weight_version is not None and not 0 <= rec.weight_version <= _STEP_MAX:
             raise WireRefused("weight_version")
-        if rec.gpu is not None and len(rec.gpu) > 200:
-            raise WireRefused("gpu")
+        if rec.gpu is not None:
+            if len(rec.gpu) > 200:
+                raise WireRefused("gpu")
+            rec.gpu = gpus.setdefault(rec.gpu, rec.gpu)
         time = rec.time
         if time is not None and not (type(time) is float and 0 <= time <= _TIME_MAX):
             rec.time = _TIME.validate_python(time)  # an ISO 8601 string, or refused

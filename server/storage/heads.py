@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from server.domain import signals
 from server.domain.records import RecordKey
 from server.storage import tables as t
+from server.storage.point_columns import Points
 
 HEADLINE_ORDER: tuple[str, ...] = tuple(
     metric for family in (signals.VLLM_KL, signals.RATIO) for metric in signals.members(family)
@@ -56,47 +57,42 @@ _SERIES_HEADS = sa.text(
 )
 
 
-def update_series(
-    conn: Connection,
-    sids: npt.ArrayLike,
-    steps: npt.ArrayLike,
-    values: npt.ArrayLike,
-    times: npt.ArrayLike,
-) -> None:
-    """Fold newly stored values into their series' heads, in one statement. The columns are
-    read through one ordering (by series, then step: each series' last is its last row) rather
-    than sorted copies of each: a large batch costs two more integers a value here, not six."""
-    sid = np.asarray(sids, dtype=np.int64)
-    if not len(sid):
+def update_series(conn: Connection, points: Points) -> None:
+    """Fold newly stored values into their series' heads, in one statement. Each value's
+    series is a slot (`Points.slots`), so every figure is a fold by slot: no sorted copy of the
+    columns, a large batch costs a mask and one gathered column here, briefly."""
+    if not len(points):
         return
-    step = np.asarray(steps, dtype=np.int64)
-    value = np.asarray(values, dtype=np.float64)
-    when = np.asarray(times, dtype=np.float64)
-    order = np.lexsort((step, sid))
-    ordered = sid[order]
-    first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    ids = ordered[first]
-    del ordered
-    counts = np.diff(np.append(first, len(order)))
-    last = order[first + counts - 1]
+    k = len(points.series)
+    slots, steps, values, times = points.slots, points.steps, points.values, points.times
+    first_step = np.full(k, np.iinfo(np.int64).max)
+    np.minimum.at(first_step, slots, steps)
+    last_step = np.full(k, np.iinfo(np.int64).min)
+    np.maximum.at(last_step, slots, steps)
+    first_time = np.full(k, np.inf)
+    np.minimum.at(first_time, slots, times)
+    last_time = np.full(k, -np.inf)
+    np.maximum.at(last_time, slots, times)
+    at_last = steps == last_step[slots]  # one value per series and step: the series' last
+    last_value = np.empty(k)
+    last_value[slots[at_last]] = values[at_last]
+    del at_last
 
-    def per_series(flags: Any) -> list[int]:
-        return [int(x) for x in np.add.reduceat(flags[order], first, dtype=np.int64)]
+    def per_series(flags: npt.NDArray[np.bool_]) -> list[int]:
+        return [int(x) for x in np.bincount(slots[flags], minlength=k)]
 
-    ordered_when = when[order]
     params = {
-        "ids": ids.tolist(),
-        "n": counts.tolist(),
-        "first_step": step[order[first]].tolist(),
-        "last_step": step[last].tolist(),
-        "last_value": value[last].tolist(),
-        "first_time": np.minimum.reduceat(ordered_when, first).tolist(),
-        "last_time": np.maximum.reduceat(ordered_when, first).tolist(),
+        "ids": points.series.tolist(),
+        "n": np.bincount(slots, minlength=k).tolist(),
+        "first_step": first_step.tolist(),
+        "last_step": last_step.tolist(),
+        "last_value": last_value.tolist(),
+        "first_time": first_time.tolist(),
+        "last_time": last_time.tolist(),
+        "nan": per_series(np.isnan(values)),
+        "pos_inf": per_series(values == np.inf),
+        "neg_inf": per_series(values == -np.inf),
     }
-    del ordered_when
-    params["nan"] = per_series(np.isnan(value))
-    params["pos_inf"] = per_series(value == np.inf)
-    params["neg_inf"] = per_series(value == -np.inf)
     conn.execute(_SERIES_HEADS, params)
 
 

@@ -39,7 +39,8 @@ MergeKey = tuple[str, str, str, int]  # (run id, source, actor, step)
 @dataclass(slots=True)
 class _Merged:
     """Records of one batch merged by key: two records for the same step add their metrics.
-    `metrics` is the first record's own mapping (not copied) until a second one adds to it."""
+    `metrics`, `buckets` and `exemplars` are the first record's own (not copied) until a second
+    one adds to them."""
 
     run_id: str
     source: str
@@ -49,8 +50,8 @@ class _Merged:
     gpu: str | None
     weight_version: int | None
     metrics: Mapping[str, float]
-    buckets: list[BucketTable]
-    exemplars: list[Exemplar]
+    buckets: Sequence[BucketTable]
+    exemplars: Sequence[Exemplar]
     merged: bool = False
 
 
@@ -187,8 +188,8 @@ def _merge(records: Sequence[Record], now: float) -> dict[MergeKey, _Merged]:
                 rec.gpu,
                 rec.weight_version,
                 rec.metrics,
-                list(rec.buckets),
-                list(rec.exemplars),
+                rec.buckets,
+                rec.exemplars,
             )
             continue
         # a copy of its own before it adds another record's metrics to the first one's
@@ -198,8 +199,8 @@ def _merge(records: Sequence[Record], now: float) -> dict[MergeKey, _Merged]:
             seen.metrics, seen.merged = metrics, True
         for name, value in rec.metrics.items():
             metrics.setdefault(name, value)
-        seen.buckets.extend(rec.buckets)
-        seen.exemplars.extend(rec.exemplars)
+        seen.buckets = [*seen.buckets, *rec.buckets]
+        seen.exemplars = [*seen.exemplars, *rec.exemplars]
         seen.gpu = seen.gpu or rec.gpu
         if seen.weight_version is None:
             seen.weight_version = rec.weight_version
@@ -310,7 +311,7 @@ def _append(conn: Connection, db: Database, c: _Columns) -> None:
     if c.points.size:
         points = c.points.build()
         appends.points(conn, db, points)
-        heads.update_series(conn, points.series_ids, points.steps, points.values, points.times)
+        heads.update_series(conn, points)
     if c.bucket_rows:
         appends.bucket_rows(conn, c.bucket_rows)
 

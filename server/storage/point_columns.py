@@ -25,17 +25,22 @@ SeriesKey = tuple[int, str, str, str]  # (run pk, source, actor, metric)
 Base = tuple[int, str, str]  # (run pk, source, actor)
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
+Slots = npt.NDArray[np.int32]
 T = TypeVar("T", bound=np.generic)
 
 
 @dataclass(frozen=True, slots=True)
 class Points:
-    """Four aligned columns: series id, step, value and wall time of each value."""
+    """Four aligned columns: series id, step, value and wall time of each value; and each
+    value's series as a slot of `series` (its distinct ids), to fold per series without
+    sorting."""
 
     series_ids: Ints
     steps: Ints
     values: Floats
     times: Floats
+    series: Ints
+    slots: Slots
 
     def __len__(self) -> int:
         return len(self.values)
@@ -61,8 +66,10 @@ class PointColumns:
 
     def __init__(self, series_ids: Mapping[SeriesKey, int]) -> None:
         self._series_ids = series_ids
-        self._ids_of: dict[tuple[Base, MetricNames], Ints] = {}
+        self._ids_of: dict[tuple[Base, MetricNames], tuple[Ints, Slots]] = {}
+        self._slot: dict[int, int] = {}  # series id: its slot
         self._sids: list[Ints] = []
+        self._slots: list[Slots] = []
         self._values: list[Floats | tuple[MetricColumn, int, int]] = []
         self._steps: list[int] = []
         self._times: list[float] = []
@@ -72,25 +79,36 @@ class PointColumns:
     def add_row(self, base: Base, step: int, time: float, row: MetricRow) -> None:
         """Every value of `row` (a record's metrics as decoded), at `step` and `time`."""
         shape = (base, row.layout)
-        ids = self._ids_of.get(shape)
-        if ids is None:
-            wanted = [self._series_ids[(*base, name)] for name in row.layout.names]
-            ids = self._ids_of[shape] = np.array(wanted, dtype=np.int64)
-        self._add(ids, step, time, (row.column, row.start, row.stop))
+        known = self._ids_of.get(shape)
+        if known is None:
+            known = self._ids_of[shape] = self._series_of(base, row.layout.names)
+        self._add(*known, step, time, (row.column, row.start, row.stop))
 
     def add(self, base: Base, step: int, time: float, metrics: Mapping[str, float]) -> None:
         """The values of `metrics` (any mapping of name to float), at `step` and `time`."""
         if not metrics:
             return
-        ids = np.array([self._series_ids[(*base, name)] for name in metrics], dtype=np.int64)
-        self._add(ids, step, time, np.fromiter(metrics.values(), np.float64, len(metrics)))
+        ids, slots = self._series_of(base, metrics)
+        values = np.fromiter(metrics.values(), np.float64, len(metrics))
+        self._add(ids, slots, step, time, values)
+
+    def _series_of(self, base: Base, names: Iterable[str]) -> tuple[Ints, Slots]:
+        ids = [self._series_ids[(*base, name)] for name in names]
+        slots = [self._slot.setdefault(sid, len(self._slot)) for sid in ids]
+        return np.array(ids, dtype=np.int64), np.array(slots, dtype=np.int32)
 
     def _add(
-        self, ids: Ints, step: int, time: float, values: Floats | tuple[MetricColumn, int, int]
+        self,
+        ids: Ints,
+        slots: Slots,
+        step: int,
+        time: float,
+        values: Floats | tuple[MetricColumn, int, int],
     ) -> None:
         if not len(ids):
             return
         self._sids.append(ids)
+        self._slots.append(slots)
         self._values.append(values)
         self._steps.append(step)
         self._times.append(time)
@@ -106,9 +124,12 @@ class PointColumns:
         self._times = []
         sids = _joined(self._sids, np.int64)
         self._sids = []
+        slots = _joined(self._slots, np.int32)
+        self._slots = []
         values = _joined(list(_slices(self._values)), np.float64)
         self._values = []
-        return Points(sids, steps, values, times)
+        series = np.fromiter(self._slot, np.int64, len(self._slot))  # in slot order
+        return Points(sids, steps, values, times, series, slots)
 
 
 def _slices(pieces: list[Floats | tuple[MetricColumn, int, int]]) -> Iterable[Floats]:

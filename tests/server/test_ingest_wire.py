@@ -74,6 +74,9 @@ CASES = [
     b'{"records": [{"run_id": "r", "step": 1, "source": "trainer", "metrics": {"a": NaN}}]}',
     b'{"records": [{"run_id": "r", "step": 1, "source": "trainer", "metrics": {"a": 1e400}}]}',
     b"[1]",
+    json.dumps(
+        {"records": [_record(actor="_a"), _record(run_id="_a")]}  # a valid actor, not a run id
+    ).encode(),
     b"{",
     b"",
 ]
