@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -39,7 +40,7 @@ _RECORD_ARROW = (
     pa.int64(),
 )
 _RECORD_PG = ("bigint[]", "text[]", "text[]", "bigint[]", "float8[]", "text[]", "bigint[]")
-PG_COPY_ROWS = 1 << 16
+PG_COPY_ROWS = 1 << 14
 
 
 @contextmanager
@@ -229,29 +230,34 @@ def bucket_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
 
 
 def points(conn: Connection, db: Database, p: Points) -> None:
-    """Columnar append of values (with their step's wall time) to the hot table: an Arrow scan
-    of the columns themselves (no copy) into DuckDB, COPY into PostgreSQL's partitioned values
-    table (`pg_points`), `PG_COPY_ROWS` at a time so that only that many become Python
-    objects at once."""
+    """Columnar append of values (with their step's wall time) to the hot table. DuckDB scans
+    the columns as they are (no copy) and joins each value to its series id and its record's
+    step and time; PostgreSQL's partitioned values table (`pg_points`) takes COPY of the values
+    spelled out, `PG_COPY_ROWS` at a time so that only that many become Python objects at once."""
     if db.is_duckdb:
-        table = pa.table(
+        values = pa.table(
+            {"slot": pa.array(p.slots), "rec": pa.array(p.records), "value": pa.array(p.values)}
+        )
+        series = pa.table(
+            {"slot": pa.array(np.arange(len(p.series), dtype=np.int32)), "id": pa.array(p.series)}
+        )
+        records = pa.table(
             {
-                "series_id": pa.array(p.series_ids, pa.int64()),
-                "step": pa.array(p.steps, pa.int64()),
-                "value": pa.array(p.values, pa.float64()),
-                "time": pa.array(p.times, pa.float64()),
+                "rec": pa.array(np.arange(len(p.steps), dtype=np.int32)),
+                "step": pa.array(p.steps),
+                "time": pa.array(p.times),
             }
         )
-        with _registered(conn, "points", table) as (raw, name):
-            raw.execute(f"INSERT INTO points_hot SELECT series_id, step, value, time FROM {name}")
+        with (
+            _registered(conn, "points", values) as (raw, v),
+            _registered(conn, "series", series) as (_, s),
+            _registered(conn, "records", records) as (_, r),
+        ):
+            raw.execute(
+                f"INSERT INTO points_hot SELECT s.id, r.step, v.value, r.time FROM {v} AS v "
+                f"JOIN {s} AS s ON v.slot = s.slot JOIN {r} AS r ON v.rec = r.rec"
+            )
         return
     for at in range(0, len(p), PG_COPY_ROWS):
-        part = slice(at, at + PG_COPY_ROWS)
-        pg_points.write(
-            conn,
-            db,
-            p.series_ids[part].tolist(),
-            p.steps[part].tolist(),
-            p.values[part].tolist(),
-            p.times[part].tolist(),
-        )
+        sids, steps, values_, times = p.spelled(slice(at, at + PG_COPY_ROWS))
+        pg_points.write(conn, db, sids.tolist(), steps.tolist(), values_.tolist(), times.tolist())

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -57,43 +56,58 @@ _SERIES_HEADS = sa.text(
 )
 
 
+FOLD_ROWS = 1 << 16
+"""Values folded into the heads at a time: their steps and times are spelled out only for
+that many at once."""
+
+
 def update_series(conn: Connection, points: Points) -> None:
     """Fold newly stored values into their series' heads, in one statement. Each value's
-    series is a slot (`Points.slots`), so every figure is a fold by slot: no sorted copy of the
-    columns, a large batch costs a mask and one gathered column here, briefly."""
+    series is a slot and its step a record (`Points`), so every figure is a fold by slot, taken
+    `FOLD_ROWS` values at a time: no sorted copy of the columns, nothing spelled out per value
+    beyond one stretch."""
     if not len(points):
         return
     k = len(points.series)
-    slots, steps, values, times = points.slots, points.steps, points.values, points.times
     first_step = np.full(k, np.iinfo(np.int64).max)
-    np.minimum.at(first_step, slots, steps)
     last_step = np.full(k, np.iinfo(np.int64).min)
-    np.maximum.at(last_step, slots, steps)
+    last_value = np.full(k, np.nan)
     first_time = np.full(k, np.inf)
-    np.minimum.at(first_time, slots, times)
     last_time = np.full(k, -np.inf)
-    np.maximum.at(last_time, slots, times)
-    at_last = steps == last_step[slots]  # one value per series and step: the series' last
-    last_value = np.empty(k)
-    last_value[slots[at_last]] = values[at_last]
-    del at_last
-
-    def per_series(flags: npt.NDArray[np.bool_]) -> list[int]:
-        return [int(x) for x in np.bincount(slots[flags], minlength=k)]
-
-    params = {
-        "ids": points.series.tolist(),
-        "n": np.bincount(slots, minlength=k).tolist(),
-        "first_step": first_step.tolist(),
-        "last_step": last_step.tolist(),
-        "last_value": last_value.tolist(),
-        "first_time": first_time.tolist(),
-        "last_time": last_time.tolist(),
-        "nan": per_series(np.isnan(values)),
-        "pos_inf": per_series(values == np.inf),
-        "neg_inf": per_series(values == -np.inf),
-    }
-    conn.execute(_SERIES_HEADS, params)
+    counts = np.zeros((4, k), dtype=np.int64)  # values, NaN, +Inf, -Inf
+    for at in range(0, len(points), FOLD_ROWS):
+        part = slice(at, at + FOLD_ROWS)
+        slots, values, records = points.slots[part], points.values[part], points.records[part]
+        steps, times = points.steps[records], points.times[records]
+        np.minimum.at(first_step, slots, steps)
+        np.minimum.at(first_time, slots, times)
+        np.maximum.at(last_time, slots, times)
+        last = np.full(k, np.iinfo(np.int64).min)
+        np.maximum.at(last, slots, steps)
+        at_last = steps == last[slots]  # one value per series and step: the series' last
+        value_at_last = np.full(k, np.nan)
+        value_at_last[slots[at_last]] = values[at_last]
+        later = last > last_step
+        last_value[later] = value_at_last[later]
+        np.maximum(last_step, last, out=last_step)
+        for row, flags in enumerate((None, np.isnan(values), values == np.inf, values == -np.inf)):
+            chosen = slots if flags is None else slots[flags]
+            counts[row] += np.bincount(chosen, minlength=k)
+    conn.execute(
+        _SERIES_HEADS,
+        {
+            "ids": points.series.tolist(),
+            "n": counts[0].tolist(),
+            "first_step": first_step.tolist(),
+            "last_step": last_step.tolist(),
+            "last_value": last_value.tolist(),
+            "first_time": first_time.tolist(),
+            "last_time": last_time.tolist(),
+            "nan": counts[1].tolist(),
+            "pos_inf": counts[2].tolist(),
+            "neg_inf": counts[3].tolist(),
+        },
+    )
 
 
 @dataclass

@@ -1,13 +1,14 @@
-"""The values a group of batches appends, gathered as four NumPy columns without a Python object
-per value.
+"""The values a group of batches appends, gathered as NumPy columns without a Python object per
+value.
 
 A batch decoded on the wire path holds its values in one float64 column, each record's metrics a
 view of it (`server.domain.metric_rows`). A record whose values are all new — the common case —
-adds a piece: its series ids (one array per run, source, actor and set of metric names, shared by
-every step that sends them), its step, its time and its stretch of the batch's column. `build`
-joins the pieces: the stretches of consecutive records of one batch are one slice of its column
-(no copy), steps and times are repeated per value. Values that arrive as a dict (a batch the
-models parsed, a record merged from two) are added as small arrays of their own.
+adds a piece: its series as slots (one array per run, source, actor and set of metric names,
+shared by every step that sends them), its step, its time and its stretch of the batch's column.
+`build` joins the pieces: the stretches of consecutive records of one batch are one slice of its
+column (no copy); each value refers to its series and its record by an int32 each, and the
+database joins them back (`appends.points`). Values that arrive as a dict (a batch the models
+parsed, a record merged from two) are added as small arrays of their own.
 """
 
 from __future__ import annotations
@@ -31,19 +32,30 @@ T = TypeVar("T", bound=np.generic)
 
 @dataclass(frozen=True, slots=True)
 class Points:
-    """Four aligned columns: series id, step, value and wall time of each value; and each
-    value's series as a slot of `series` (its distinct ids), to fold per series without
-    sorting."""
+    """Values with their series and step by reference: value `i` belongs to the series
+    `series[slots[i]]` and to the step record `records[i]`, taken at `steps[records[i]]` and
+    `times[records[i]]`. Two int32 a value beside the value itself, where the series id, step and
+    time spelled out would be three 8-byte columns; `spelled` spells a stretch of them out."""
 
-    series_ids: Ints
-    steps: Ints
     values: Floats
-    times: Floats
-    series: Ints
     slots: Slots
+    records: Slots
+    series: Ints
+    steps: Ints
+    times: Floats
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def spelled(self, part: slice) -> tuple[Ints, Ints, Floats, Floats]:
+        """Series id, step, value and time of each value of `part`."""
+        records = self.records[part]
+        return (
+            self.series[self.slots[part]],
+            self.steps[records],
+            self.values[part],
+            self.times[records],
+        )
 
 
 def series_keys(records: Iterable[tuple[Base, Mapping[str, float]]]) -> set[SeriesKey]:
@@ -66,9 +78,8 @@ class PointColumns:
 
     def __init__(self, series_ids: Mapping[SeriesKey, int]) -> None:
         self._series_ids = series_ids
-        self._ids_of: dict[tuple[Base, MetricNames], tuple[Ints, Slots]] = {}
+        self._slots_of: dict[tuple[Base, MetricNames], Slots] = {}
         self._slot: dict[int, int] = {}  # series id: its slot
-        self._sids: list[Ints] = []
         self._slots: list[Slots] = []
         self._values: list[Floats | tuple[MetricColumn, int, int]] = []
         self._steps: list[int] = []
@@ -79,57 +90,49 @@ class PointColumns:
     def add_row(self, base: Base, step: int, time: float, row: MetricRow) -> None:
         """Every value of `row` (a record's metrics as decoded), at `step` and `time`."""
         shape = (base, row.layout)
-        known = self._ids_of.get(shape)
-        if known is None:
-            known = self._ids_of[shape] = self._series_of(base, row.layout.names)
-        self._add(*known, step, time, (row.column, row.start, row.stop))
+        slots = self._slots_of.get(shape)
+        if slots is None:
+            slots = self._slots_of[shape] = self._series_of(base, row.layout.names)
+        self._add(slots, step, time, (row.column, row.start, row.stop))
 
     def add(self, base: Base, step: int, time: float, metrics: Mapping[str, float]) -> None:
         """The values of `metrics` (any mapping of name to float), at `step` and `time`."""
         if not metrics:
             return
-        ids, slots = self._series_of(base, metrics)
-        values = np.fromiter(metrics.values(), np.float64, len(metrics))
-        self._add(ids, slots, step, time, values)
+        slots = self._series_of(base, metrics)
+        self._add(slots, step, time, np.fromiter(metrics.values(), np.float64, len(metrics)))
 
-    def _series_of(self, base: Base, names: Iterable[str]) -> tuple[Ints, Slots]:
+    def _series_of(self, base: Base, names: Iterable[str]) -> Slots:
+        """The slots of the series of `names`, a slot given to each series not seen yet."""
         ids = [self._series_ids[(*base, name)] for name in names]
-        slots = [self._slot.setdefault(sid, len(self._slot)) for sid in ids]
-        return np.array(ids, dtype=np.int64), np.array(slots, dtype=np.int32)
+        return np.array([self._slot.setdefault(sid, len(self._slot)) for sid in ids], np.int32)
 
     def _add(
-        self,
-        ids: Ints,
-        slots: Slots,
-        step: int,
-        time: float,
-        values: Floats | tuple[MetricColumn, int, int],
+        self, slots: Slots, step: int, time: float, values: Floats | tuple[MetricColumn, int, int]
     ) -> None:
-        if not len(ids):
+        if not len(slots):
             return
-        self._sids.append(ids)
         self._slots.append(slots)
         self._values.append(values)
         self._steps.append(step)
         self._times.append(time)
-        self._counts.append(len(ids))
-        self.size += len(ids)
+        self._counts.append(len(slots))
+        self.size += len(slots)
 
     def build(self) -> Points:
         """The columns; the pieces are dropped as they are joined."""
         counts = np.array(self._counts, dtype=np.int64)
-        steps = np.repeat(np.array(self._steps, dtype=np.int64), counts)
-        self._steps = []
-        times = np.repeat(np.array(self._times, dtype=np.float64), counts)
-        self._times = []
-        sids = _joined(self._sids, np.int64)
-        self._sids = []
+        self._counts = []
+        records = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
         slots = _joined(self._slots, np.int32)
         self._slots = []
         values = _joined(list(_slices(self._values)), np.float64)
         self._values = []
         series = np.fromiter(self._slot, np.int64, len(self._slot))  # in slot order
-        return Points(sids, steps, values, times, series, slots)
+        steps = np.array(self._steps, dtype=np.int64)
+        times = np.array(self._times, dtype=np.float64)
+        self._steps, self._times = [], []
+        return Points(values, slots, records, series, steps, times)
 
 
 def _slices(pieces: list[Floats | tuple[MetricColumn, int, int]]) -> Iterable[Floats]:

@@ -10,12 +10,13 @@ from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 
 from server.domain.metric_rows import MetricColumn
 from server.domain.records import BatchWrite, Record, WriteResult
 from server.schemas.batches import parse_batch
-from server.storage import commits
+from server.storage import commits, heads
 from server.storage.commits import GroupCommit
 from server.storage.db import Database
 from server.storage.ingest import _merge, write_batches
@@ -93,9 +94,11 @@ def _outcome(results: list[WriteResult]) -> list[tuple[int, int, int, list[dict[
     ]
 
 
+@pytest.mark.parametrize("fold_rows", [heads.FOLD_ROWS, 2])
 def test_a_decoded_batch_is_stored_as_the_models_dicts_are_grouped_or_alone(
-    migrated_db: Database,
+    migrated_db: Database, fold_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(heads, "FOLD_ROWS", fold_rows)  # heads folded in one go, or in pieces
     db = migrated_db
     outcomes = {}
     for name, parse in (("wire", _wire), ("models", _models)):
@@ -138,16 +141,9 @@ def test_the_rows_of_one_batch_reach_storage_as_a_view_of_its_column() -> None:
 
     want = [(7 if n == "x" else 9, s, r[n], 1000.0 + s) for s, r in enumerate(rows) for n in r]
     want.append((7, 500, 3.0, 2000.0))
-    got = list(
-        zip(
-            built.series_ids.tolist(),
-            built.steps.tolist(),
-            built.values.tolist(),
-            built.times.tolist(),
-            strict=True,
-        )
-    )
+    got = list(zip(*(column.tolist() for column in built.spelled(slice(None))), strict=True))
     assert got == want
+    assert built.slots.dtype == built.records.dtype == np.int32  # 8 bytes a value beside it
     alone = PointColumns(ids)
     for step, row in enumerate(rows):
         alone.add_row((1, "trainer", "0"), step, 0.0, row)
