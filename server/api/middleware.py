@@ -7,7 +7,11 @@ size (declared, before a byte of it is read into one buffer of that size, or cou
 arrives) and, for gzip, its decoded size as it is decoded, giving the compressed size back once
 decoded; it keeps the reservation until its response is sent, since the route works on what it
 read until then. What a request holds is what it reserved: one buffer, never its pieces and
-their join besides. A request whose reservation does not fit is answered 503 with `Retry-After`
+their join besides. The route turns what it reserved into a bounded multiple, not an open-ended
+one: an ingest body is dropped once decoded into columns (`server.domain.metric_rows`), and the
+Python memory of parsing and storing it peaks below 4 bytes per JSON byte, the body included
+(`tests/server/test_ingest_memory.py`); so the memory in flight is a known multiple of
+`--max-inflight-bytes`. A request whose reservation does not fit is answered 503 with `Retry-After`
 before more of its body is read; a request alone on the server is always admitted, so a budget
 smaller than a body cannot starve it.
 
