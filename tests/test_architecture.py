@@ -71,19 +71,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("server.api.routes.health", "server.storage.migrate"): (
         "readiness reports the schema revision the database is at"
     ),
-    **{
-        (importer, f"server.schemas.{target}"): (
-            "the hardware comparison and the attribution still build their HTTP answers in the "
-            "service; their read-models are the next step of the typed read port"
-        )
-        for importer, targets in (
-            ("server.services.hardware_query", ("hardware", "query")),
-            ("server.services.hardware_reads", ("hardware", "query")),
-            ("server.services.attribution", ("attribution",)),
-            ("dashboard.pages.run_attribution", ("attribution",)),
-        )
-        for target in targets
-    },
 }
 """(importer, imported) pairs the rules would refuse, and why they stay."""
 

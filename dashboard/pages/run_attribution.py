@@ -10,13 +10,13 @@ makes); `mismatch diagnose` and the API's attribution include it.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from dash import html
+from dash.development.base_component import Component
 
 from dashboard import ids
+from server.domain.reads.attribution import RunAttribution
 from server.domain.reads.scope import ReadScope
-from server.schemas.attribution import AttributionOut
 from server.services.reads import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
@@ -32,7 +32,7 @@ def section(
     *,
     step_min: int | None = None,
     step_max: int | None = None,
-) -> Any:
+) -> html.Div | None:
     """The section, or None when the attribution could not be read (the page opens without)."""
     try:
         found = reads.attribution.attribution(
@@ -44,7 +44,7 @@ def section(
     return html.Div(panel(found), id=ids.RUN_ATTRIBUTION)
 
 
-def panel(found: AttributionOut) -> list[Any]:
+def panel(found: RunAttribution) -> list[Component]:
     """The likeliest cause first, then the others' scores and the checks behind them."""
     top = found.top
     others = ", ".join(f"{h.mode} {h.score:.2f}" for h in found.hypotheses[1:] if h.score > 0)

@@ -1,5 +1,5 @@
 """A run's mismatch attribution: the reads behind `server.analysis.attribution`, and its answer
-as `AttributionOut`.
+as a read-model (`server.domain.reads.attribution`).
 
 Everything is read through the query layer, so access and a missing run answer as for any read
 of a run (404), and a long run is read as at most `MAX_POINTS` step buckets (a bucket's mean
@@ -23,11 +23,11 @@ from server.analysis.attribution import Attribution, Hypothesis, Trace, attribut
 from server.analysis.attribution_checks import Bucket, GpuContrast, Reference
 from server.deadlines import Deadline
 from server.domain import parity, signals
+from server.domain.reads import attribution as read
 from server.domain.reads.hardware import HardwareComparison
 from server.domain.reads.scope import ReadScope
 from server.domain.reads.series import Series
 from server.errors import MonitorError, Unavailable
-from server.schemas.attribution import AttributionOut, CheckOut, ConfigNoteOut, HypothesisOut
 from server.services.hardware_reads import HardwareReads
 from server.services.query import SeriesQueries, check_range
 from server.services.runs_query import RunQueries
@@ -149,7 +149,7 @@ class AttributionService:
         step_max: int | None = None,
         deadline: Deadline | None = None,
         gpu: bool = True,
-    ) -> AttributionOut:
+    ) -> read.RunAttribution:
         """The checks and ranked hypotheses of one run over a step range (see module); `gpu`
         False skips the GPU contrast (a project-wide bootstrap), as an alert's diagnosis does."""
         check_range(step_min, step_max, 1)
@@ -243,45 +243,29 @@ def _signal_names(headline: signals.Signal | None) -> list[str]:
     return names + [m for m in signals.MEMBERS[signals.RATIO]]
 
 
-def _hypothesis(h: Hypothesis) -> HypothesisOut:
-    return HypothesisOut(
-        mode=h.mode,
-        title=h.title,
-        score=h.score,
-        evidence=list(h.evidence),
-        config=[
-            ConfigNoteOut(key=n.key, value=n.value, effect=n.effect, why=n.why) for n in h.config
-        ],
-    )
+def _hypothesis(h: Hypothesis) -> read.Hypothesis:
+    notes = tuple(read.ConfigNote(n.key, n.value, n.effect, n.why) for n in h.config)
+    return read.Hypothesis(h.mode, h.title, h.score, h.evidence, notes)
 
 
 def _out(
     result: Attribution, run_id: str, project: str, step_min: int | None, step_max: int | None
-) -> AttributionOut:
-    hypotheses = [_hypothesis(h) for h in result.hypotheses]
-    return AttributionOut(
+) -> read.RunAttribution:
+    return read.RunAttribution(
         run_id=run_id,
         project=project,
         signal=result.signal,
         step_min=step_min,
         step_max=step_max,
         steps=result.steps,
-        top=hypotheses[0],
-        hypotheses=hypotheses,
-        checks=[
-            CheckOut(
-                name=c.name,
-                figure=c.figure,
-                threshold=c.threshold,
-                passed=c.passed,
-                sentence=c.sentence,
-            )
-            for c in result.checks
-        ],
+        hypotheses=tuple(_hypothesis(h) for h in result.hypotheses),
+        checks=tuple(
+            read.Check(c.name, c.figure, c.threshold, c.passed, c.sentence) for c in result.checks
+        ),
     )
 
 
-def cause_line(found: AttributionOut) -> str:
+def cause_line(found: read.RunAttribution) -> str:
     """The likeliest cause in one line, for a notification: its title, score and first piece
     of evidence."""
     top = found.top

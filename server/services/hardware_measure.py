@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from server.analysis.comparison import VALUES_PER_GPU, Piece
 from server.analysis.hardware import UNKNOWN_GPU
 from server.analysis.ratios import MAX_STEPS_PER_RUN
+from server.domain.reads.hardware import HardwareRow
 from server.storage import hardware
 from server.storage.db import Database
 from server.storage.hardware import Piece as SeriesPiece
@@ -58,9 +59,9 @@ def with_values(measured: Measured, keys: dict[int, str]) -> list[tuple[str, str
     return list(seen)
 
 
-def distribution(db: Database, conn: Connection, measured: Measured) -> list[dict[str, Any]]:
+def distribution(db: Database, conn: Connection, measured: Measured) -> list[HardwareRow]:
     """Per GPU type: runs, actors, counts, min, max, mean and exact quantiles of the
-    metric's values in the measured pieces (see `HardwareOut`)."""
+    metric's values in the measured pieces."""
     by_gpu: dict[str, list[tuple[SeriesPiece, Stats]]] = {}
     for piece, stats in measured.items:
         if stats.finite or stats.nonfinite:
@@ -74,21 +75,25 @@ def distribution(db: Database, conn: Connection, measured: Measured) -> list[dic
     for gpu in sorted(by_gpu):
         items = by_gpu[gpu]
         finite = [(p, st) for p, st in items if st.finite]
-        qs = found[gpu]
+        p05, q1, median, q3, p95 = found[gpu]
         steps = sum(st.finite for _, st in items)
         out.append(
-            {
-                "gpu": gpu,
-                "metric": measured.metric,
-                "runs": len({p.run_pk for p, _ in items}),
-                "actors": len({p.sid for p, _ in items}),
-                "steps": steps,
-                "nonfinite": sum(st.nonfinite for _, st in items),
-                "min": min((st.min for _, st in finite if st.min is not None), default=None),
-                "max": max((st.max for _, st in finite if st.max is not None), default=None),
-                "mean": sum(st.sum for _, st in finite) / steps if steps else None,
-                **dict(zip(("p05", "q1", "median", "q3", "p95"), qs, strict=True)),
-            }
+            HardwareRow(
+                gpu=gpu,
+                metric=measured.metric,
+                runs=len({p.run_pk for p, _ in items}),
+                actors=len({p.sid for p, _ in items}),
+                steps=steps,
+                nonfinite=sum(st.nonfinite for _, st in items),
+                min=min((st.min for _, st in finite if st.min is not None), default=None),
+                p05=p05,
+                q1=q1,
+                median=median,
+                q3=q3,
+                p95=p95,
+                max=max((st.max for _, st in finite if st.max is not None), default=None),
+                mean=sum(st.sum for _, st in finite) / steps if steps else None,
+            )
         )
     return out
 

@@ -7,6 +7,7 @@ bootstrap keeps); the comparison itself is the pure `server.analysis.comparison`
 to Python is a few rows per series and at most `comparison.VALUES_PER_GPU` values per GPU
 type, however long the runs. Without a metric named, both read the strongest mismatch signal
 the selected runs share (k3 where all log it, TRL's mean |d| ...), from their series heads.
+Both answer in read-models (`server.domain.reads.hardware`), built here where the figures are.
 """
 
 from __future__ import annotations
@@ -18,21 +19,21 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from server.analysis import comparison
-from server.analysis.comparison import GpuFigures, GroupBy, Piece, RunFacts
+from server.analysis.comparison import GroupBy, Piece, RunFacts
 from server.analysis.hardware import ParityPlan
 from server.deadlines import Deadline
 from server.domain.metrics import HEADLINE, compare_metric
 from server.domain.parity import flatten
-from server.errors import Rejected
-from server.schemas.hardware import (
-    ExcludedOut,
-    GpuFiguresOut,
-    GroupOut,
-    HardwareComparisonOut,
-    PairOut,
-    SettingOut,
+from server.domain.reads.hardware import (
+    Excluded,
+    GpuFigures,
+    Group,
+    HardwareComparison,
+    HardwareRow,
+    Pair,
+    Setting,
 )
-from server.schemas.query import HardwareOut
+from server.errors import Rejected
 from server.services.hardware_measure import (
     bootstrap_pieces,
     distribution,
@@ -53,16 +54,15 @@ class HardwareQueries(RunQueries):
         run_ids: Sequence[str] | None = None,
         project: str | None = None,
         projects: Sequence[str] | None = None,
-    ) -> list[HardwareOut]:
+    ) -> list[HardwareRow]:
         """Per GPU type, the distribution of a metric (by default the strongest mismatch signal
         the runs share) over the given runs (or a project's)."""
         with self._db.read() as conn:
             rows = self._selected(conn, run_ids, project, None, projects)
             pks = [r.pk for r in rows]
-            out = distribution(
+            return distribution(
                 self._db, conn, measure(conn, metric or shared_signal(conn, pks), pks)
             )
-        return [HardwareOut.model_validate(row) for row in out]
 
     def hardware_comparison(
         self,
@@ -75,7 +75,7 @@ class HardwareQueries(RunQueries):
         n_boot: int = comparison.N_BOOT,
         projects: Sequence[str] | None = None,
         deadline: Deadline | None = None,
-    ) -> HardwareComparisonOut:
+    ) -> HardwareComparison:
         """The like-for-like comparison of GPU types over the selected runs (see module); a
         group spanning more than `MAX_GPU_TYPES` GPU types is refused, saying how to narrow it.
         `deadline` is checked between the reads and before each GPU type's resampling."""
@@ -112,25 +112,13 @@ class HardwareQueries(RunQueries):
             n_boot=n_boot,
             deadline=deadline,
         )
-        groups = (
-            []
-            if plan.chosen is None
-            else [
-                _group(
-                    plan,
-                    figures,
-                    results,
-                    pieces,
-                    [HardwareOut.model_validate(r) for r in group_rows],
-                )
-            ]
-        )
-        return HardwareComparisonOut(
-            data=[HardwareOut.model_validate(row) for row in pooled],
-            count=len(pooled),
+        return HardwareComparison(
+            pooled=tuple(pooled),
             metric=metric,
             group_by=by.text(),
-            groups=groups,
+            groups=()
+            if plan.chosen is None
+            else (_group(plan, figures, results, pieces, group_rows),),
             excluded=_excluded(plan, facts),
             note=_note(plan, len(rows), n_boot),
         )
@@ -197,35 +185,33 @@ def _facts(rows: Sequence[Any], keys: dict[int, str], configs: Sequence[Any]) ->
     ]
 
 
-def _figures(rows: Sequence[dict[str, Any]], pieces: Sequence[Piece]) -> list[GpuFigures]:
+def _figures(rows: Sequence[HardwareRow], pieces: Sequence[Piece]) -> list[comparison.GpuFigures]:
     """The group's exact per-GPU figures (from storage), for the GPU types with pieces."""
     known = {p.gpu for p in pieces}
     return [
-        GpuFigures(
-            r["gpu"], int(r["runs"]), int(r["steps"]), int(r["nonfinite"]), r["median"], r["p95"]
-        )
+        comparison.GpuFigures(r.gpu, r.runs, r.steps, r.nonfinite, r.median, r.p95)
         for r in rows
-        if r["gpu"] in known
+        if r.gpu in known
     ]
 
 
 def _group(
     plan: ParityPlan,
-    figures: Sequence[GpuFigures],
+    figures: Sequence[comparison.GpuFigures],
     results: Sequence[comparison.PairResult],
     pieces: Sequence[Piece],
-    distribution: list[HardwareOut],
-) -> GroupOut:
+    distribution: Sequence[HardwareRow],
+) -> Group:
     assert plan.chosen is not None
     members = set(plan.chosen.run_ids)
     segments = {
         f.gpu: sum(1 for p in pieces if p.gpu == f.gpu and p.run_id in members) for f in figures
     }
-    return GroupOut(
-        settings=[SettingOut(key=s.key, value=s.value) for s in plan.chosen.settings],
-        run_ids=list(plan.chosen.run_ids),
-        gpus=[
-            GpuFiguresOut(
+    return Group(
+        settings=tuple(Setting(key=s.key, value=s.value) for s in plan.chosen.settings),
+        run_ids=tuple(plan.chosen.run_ids),
+        gpus=tuple(
+            GpuFigures(
                 gpu=f.gpu,
                 runs=f.runs,
                 segments=segments[f.gpu],
@@ -235,15 +221,15 @@ def _group(
                 p95=f.p95,
             )
             for f in figures
-        ],
-        pairs=[_pair(r) for r in results],
-        distribution=[d for d in distribution if d.gpu in segments],
+        ),
+        pairs=tuple(_pair(r) for r in results),
+        distribution=tuple(d for d in distribution if d.gpu in segments),
     )
 
 
-def _pair(result: comparison.PairResult) -> PairOut:
+def _pair(result: comparison.PairResult) -> Pair:
     e = result.estimate
-    return PairOut(
+    return Pair(
         a=result.a,
         b=result.b,
         ratio=None if e is None else e.ratio,
@@ -258,17 +244,17 @@ def _pair(result: comparison.PairResult) -> PairOut:
     )
 
 
-def _excluded(plan: ParityPlan, facts: Sequence[RunFacts]) -> list[ExcludedOut]:
+def _excluded(plan: ParityPlan, facts: Sequence[RunFacts]) -> tuple[Excluded, ...]:
     names = {f.run_id: f.name for f in facts}
     seen: set[tuple[str, str]] = set()
-    out = []
+    out: list[Excluded] = []
     for exclusion in plan.excluded:
         for m in exclusion.mismatches:
             if (exclusion.run_id, m.key) in seen:  # a resumed run: once, not per segment
                 continue
             seen.add((exclusion.run_id, m.key))
             out.append(
-                ExcludedOut(
+                Excluded(
                     run_id=exclusion.run_id,
                     name=names.get(exclusion.run_id, exclusion.run_id),
                     gpu=exclusion.gpu,
@@ -277,7 +263,7 @@ def _excluded(plan: ParityPlan, facts: Sequence[RunFacts]) -> list[ExcludedOut]:
                     group_value=m.group_value,
                 )
             )
-    return out
+    return tuple(out)
 
 
 def _note(plan: ParityPlan, selected: int, n_boot: int) -> str:

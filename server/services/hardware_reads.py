@@ -3,8 +3,9 @@ comparison as read-models, with the reader's scope explicit.
 
 The reads themselves — which values belong to which GPU segment, the quantiles, the grouping
 and the bootstrap — are `hardware_query.HardwareQueries`, where the storage work on them goes
-on; this service gives them the port's shape: a `ReadScope` in, `server.domain.reads.hardware`
-out, so the API and the dashboard read them as they read everything else.
+on, and they build the read-models (`server.domain.reads.hardware`); this service gives them
+the port's shape, a `ReadScope` in, so the API and the dashboard read them as they read
+everything else.
 """
 
 from __future__ import annotations
@@ -13,18 +14,8 @@ from collections.abc import Sequence
 
 from server.analysis import comparison
 from server.deadlines import Deadline
-from server.domain.reads.hardware import (
-    Excluded,
-    GpuFigures,
-    Group,
-    HardwareComparison,
-    HardwareRow,
-    Pair,
-    Setting,
-)
+from server.domain.reads.hardware import HardwareComparison, HardwareRow
 from server.domain.reads.scope import ReadScope
-from server.schemas.hardware import GroupOut, HardwareComparisonOut
-from server.schemas.query import HardwareOut
 from server.services.hardware_query import HardwareQueries
 from server.storage.db import Database
 
@@ -43,10 +34,9 @@ class HardwareReads:
     ) -> list[HardwareRow]:
         """Per GPU type, the distribution of a metric (by default the strongest mismatch
         signal the runs share) over the given runs (or a project's)."""
-        found = self._queries.hardware(
+        return self._queries.hardware(
             metric=metric, run_ids=run_ids, project=project, projects=scope.projects
         )
-        return [_row(h) for h in found]
 
     def comparison(
         self,
@@ -63,7 +53,7 @@ class HardwareReads:
         """The like-for-like comparison of GPU types over the selected runs (`project`'s, or
         every run in the scope when no run is named); `deadline` is checked between its reads
         and before each GPU type's resampling."""
-        found = self._queries.hardware_comparison(
+        return self._queries.hardware_comparison(
             metric=metric,
             run_ids=run_ids,
             project=project,
@@ -73,29 +63,3 @@ class HardwareReads:
             projects=scope.projects,
             deadline=deadline,
         )
-        return _comparison(found)
-
-
-def _comparison(found: HardwareComparisonOut) -> HardwareComparison:
-    return HardwareComparison(
-        pooled=tuple(_row(h) for h in found.data),
-        metric=found.metric,
-        group_by=found.group_by,
-        groups=tuple(_group(g) for g in found.groups),
-        excluded=tuple(Excluded(**e.model_dump()) for e in found.excluded),
-        note=found.note,
-    )
-
-
-def _group(group: GroupOut) -> Group:
-    return Group(
-        settings=tuple(Setting(s.key, s.value) for s in group.settings),
-        run_ids=tuple(group.run_ids),
-        gpus=tuple(GpuFigures(**g.model_dump()) for g in group.gpus),
-        pairs=tuple(Pair(**p.model_dump()) for p in group.pairs),
-        distribution=tuple(_row(h) for h in group.distribution),
-    )
-
-
-def _row(row: HardwareOut) -> HardwareRow:
-    return HardwareRow(**row.model_dump())

@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from server.api.bounded import AnalysisDep
 from server.api.deps import ReadScopeDep, ReadsDep
+from server.api.read_outs import out
 from server.api.responses import model_response
 from server.api.routes.runs import StepMax, StepMin
 from server.schemas.attribution import AttributionOut
@@ -31,8 +32,11 @@ async def get_attribution(
     with its figure, verdict and sentence, and hypotheses ranked by score, with the recorded
     settings that raised or lowered each (shown, never required)."""
     found = await analysis.run(
-        lambda deadline: reads.attribution.attribution(
-            scope, run_id, step_min=step_min, step_max=step_max, deadline=deadline
+        lambda deadline: out(
+            AttributionOut,
+            reads.attribution.attribution(
+                scope, run_id, step_min=step_min, step_max=step_max, deadline=deadline
+            ),
         )
     )
     return model_response(found)

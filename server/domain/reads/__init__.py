@@ -1,5 +1,5 @@
 """What the read side returns: the reader's scope and the read-models of runs, series, buckets,
-exemplars, the hardware comparison and the run page.
+exemplars, the hardware comparison, a run's attribution and the run page.
 
 Frozen dataclasses (points of a series as named tuples: thousands per read) built by the query
 services (`server.services.reads`) and read by the API's routes, which map them to their `…Out`
