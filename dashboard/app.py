@@ -10,8 +10,8 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
-from dashboard.access import Reader, reader_scope, reader_signed_in
-from dashboard.pages import buckets, compare, hardware, parity, run, runs
+from dashboard.access import Badge, Reader, reader_badge, reader_scope
+from dashboard.pages import activity, buckets, compare, hardware, parity, run, runs
 from dashboard.urlstate import parse
 from server.domain import urls
 from server.services.reads import Reads
@@ -23,12 +23,15 @@ PAGES = {
     urls.BUCKETS: buckets,
     urls.HARDWARE: hardware,
     urls.PARITY: parity,
+    urls.ACTIVITY: activity,
 }
 
 
-def _layout(signed_in: Callable[[], bool]) -> Any:
-    """The page frame, built per page load: "Sign out" only for a reader with a session (an
-    open server has nobody signed in, so it offers none)."""
+def _layout(badge: Callable[[], Badge | None]) -> Any:
+    """The page frame, built per page load: who is signed in, and "Sign out" only for a reader
+    with a session (an open server has nobody signed in, so it names nobody and offers none;
+    behind an auth proxy the proxy signs people out)."""
+    who = badge()
     return html.Div(
         [
             dcc.Location(id=ids.URL, refresh="callback-nav"),
@@ -45,9 +48,10 @@ def _layout(signed_in: Callable[[], bool]) -> Any:
                             ("Buckets", urls.BUCKETS),
                             ("Hardware", urls.HARDWARE),
                             ("Parity", urls.PARITY),
+                            ("Activity", urls.ACTIVITY),
                         )
                     ],
-                    *([_sign_out()] if signed_in() else []),
+                    *([] if who is None else [_signed_in_as(who)]),
                 ],
                 id=ids.NAV,
                 style={
@@ -64,13 +68,20 @@ def _layout(signed_in: Callable[[], bool]) -> Any:
     )
 
 
-def _sign_out() -> Any:
-    return html.Form(
+def _signed_in_as(who: Badge) -> Any:
+    """Who is signed in ("Signed in as alice@lab (admin of alpha)") at the right of the header,
+    with the sign-out form (a POST, as the server requires) where a session stands behind the
+    reader."""
+    sign_out = html.Form(
         html.Button("Sign out", type="submit"),
         action="/logout",
         method="POST",
         id=ids.SIGN_OUT,
-        style={"display": "inline", "float": "right"},
+        style={"display": "inline", "marginLeft": "12px"},
+    )
+    return html.Span(
+        [html.Span(who.shown(), id=ids.SIGNED_IN_AS), *([sign_out] if who.signed_in else [])],
+        style={"float": "right", "color": "#444"},
     )
 
 
@@ -80,11 +91,11 @@ def create_dash(
     requests_pathname_prefix: str = "/",
     poll_ms: int = 10_000,
     reader: Reader = reader_scope,
-    signed_in: Callable[[], bool] = reader_signed_in,
+    badge: Callable[[], Badge | None] = reader_badge,
 ) -> dash.Dash:
     """Build the dashboard over the server's read port; `reader` is the scope of the request's
-    reader and `signed_in` whether it has a session (both from the header the sign-in gate
-    sets, by default)."""
+    reader and `badge` who that reader is (both from the header the sign-in gate sets, by
+    default)."""
     app = dash.Dash(
         __name__,
         requests_pathname_prefix=requests_pathname_prefix,
@@ -93,7 +104,7 @@ def create_dash(
         title="Mismatch Monitor",
         update_title="",
     )
-    app.layout = partial(_layout, signed_in)
+    app.layout = partial(_layout, badge)
 
     @app.callback(
         Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), State(ids.URL, "search")

@@ -6,6 +6,7 @@ URL = "url"
 PAGE = "page"
 NAV = "nav"
 SIGN_OUT = "sign-out"  # shown only where a session exists
+SIGNED_IN_AS = "signed-in-as"  # who the reader is, where anybody is signed in
 
 # Runs page
 RUNS_TABLE = "runs-table"
@@ -106,3 +107,10 @@ RUN_EX_STEP_MAX = "run-exemplars-step-max"
 RUN_EX_SCATTER = "run-exemplars-scatter"
 RUN_EX_TABLE = "run-exemplars-table"
 RUN_EX_RUN = "run-exemplars-run"
+
+# Activity page
+ACT_PROJECT = "activity-project"
+ACT_KIND = "activity-kind"
+ACT_LAST = "activity-last"
+ACT_RECENT = "activity-recent"
+ACT_POLL = "activity-poll"

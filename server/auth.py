@@ -78,6 +78,16 @@ class Principal:
             return sorted(project for project, _ in self.grants)
         return None if self.project is None else [self.project]
 
+    def roles(self) -> list[tuple[str, Role]] | None:
+        """Per project, the role this caller has there (None: every project, as a server
+        admin): a person's grants, or a token's project with its scope read as a role."""
+        if self.is_server_admin:
+            return None
+        if self.grants is not None:
+            return list(self.grants)
+        role: Role = "admin" if self.is_admin else "read"
+        return [(project, role) for project in self.readable_projects() or []]
+
     def as_admin(self) -> Principal:
         """This caller where it administers: a person narrowed to their admin projects (a
         token's project and scope already say where it administers)."""

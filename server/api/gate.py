@@ -75,6 +75,8 @@ class DashboardGate:
                 "projects": principal.readable_projects(),
                 "signed_in": resolved.session,
                 "who": principal.user,
+                "token": principal.token_id,
+                "roles": principal.roles(),
             }
         ).encode()
         scope["headers"] = [*headers, (reader, granted)]

@@ -17,9 +17,11 @@ ALL_PROJECTS = "*"  # the project column of a server-admin token
 
 READER_HEADER = "x-mismatch-reader"
 """Set by the server's sign-in gate on every dashboard request (and stripped from what clients
-send): JSON `{"projects": null | [names], "signed_in": bool}`, the projects the signed-in
-reader may see, and whether a session stands behind them (false on an open server, where
-nobody signs in). The dashboard reads it and shows nothing when it is missing."""
+send): JSON `{"projects": null | [names], "signed_in": bool, "who": null | user, "token": null |
+id, "roles": null | [[project, role]]}`, the projects the signed-in reader may see, whether a
+session stands behind them (false on an open server, where nobody signs in), and who they are:
+the person or the token, with their role in each project (null: every project, as a server
+admin). The dashboard reads it and shows nothing when it is missing."""
 
 
 def narrow(allowed: Sequence[str] | None, asked: Sequence[str] | None) -> list[str] | None:

@@ -13,6 +13,7 @@ COMPARE = "/compare"
 BUCKETS = "/buckets"
 HARDWARE = "/hardware"
 PARITY = "/parity"
+ACTIVITY = "/activity"
 
 
 def query_string(state: Mapping[str, object]) -> str:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from server import auth
 from server.domain.identity import Change
+from server.domain.reads.scope import ReadScope
+from server.services.changes_query import ChangeQueries
 from server.storage import changes as stored
 from server.storage.db import Database
 
@@ -19,6 +21,7 @@ MAX_SUMMARY = 500
 class Changes:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._reads = ChangeQueries(db)
 
     def record(
         self,
@@ -52,20 +55,12 @@ class Changes:
         kind: str | None = None,
         limit: int = 500,
     ) -> list[Change]:
-        with self._db.read() as conn:
-            return stored.listed(conn, projects=projects, project=project, kind=kind, limit=limit)
+        """The newest changes among `projects` (None: all): the read port's query, so the API
+        and the dashboard list the same."""
+        return self._reads.recent(ReadScope.of(projects), project=project, kind=kind, limit=limit)
 
     def last_actors(
         self, kind: str, object_ids: Sequence[str], *, projects: Sequence[str] | None
     ) -> dict[str, Change]:
         """The latest change of each of `object_ids` (of `kind`): who last changed it."""
-        if not object_ids:
-            return {}
-        with self._db.read() as conn:
-            found = stored.listed(
-                conn, projects=projects, kind=kind, object_ids=object_ids, limit=10_000
-            )
-        latest: dict[str, Change] = {}
-        for change in found:  # newest first
-            latest.setdefault(change.object_id, change)
-        return latest
+        return self._reads.last_of(ReadScope.of(projects), kind, object_ids)

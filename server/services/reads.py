@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from server.services.attribution import AttributionService
+from server.services.changes_query import ChangeQueries
 from server.services.hardware_reads import HardwareReads
 from server.services.query import SeriesQueries
 from server.services.run_view import Markers, RunViews
@@ -22,6 +23,7 @@ class Reads:
     hardware: HardwareReads
     run_views: RunViews
     attribution: AttributionService
+    changes: ChangeQueries
 
     @classmethod
     def over(
@@ -38,4 +40,5 @@ class Reads:
             hardware,
             RunViews(db, markers=markers),
             AttributionService(runs, series, hardware, db),
+            ChangeQueries(db),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -27,7 +28,48 @@ def listed(
     limit: int = 500,
 ) -> list[Change]:
     """The newest changes first, among `projects` (None: all), narrowed by what is given."""
-    query = sa.select(changes)
+    query = _narrowed(sa.select(changes), projects, project, kind, object_ids)
+    rows = conn.execute(query.order_by(_c.changed_at.desc(), _c.id).limit(limit))
+    return [Change(*row) for row in rows]
+
+
+def latest(
+    conn: Connection,
+    *,
+    projects: Sequence[str] | None,
+    project: str | None = None,
+    kind: str | None = None,
+    limit: int = 500,
+) -> list[Change]:
+    """Each object's newest change (who changed it last), newest first: one row per object
+    however often it changed, so an object changed long ago is not crowded out of the list
+    by one changed often."""
+    newest = (
+        sa.func.row_number()
+        .over(
+            partition_by=(_c.project, _c.kind, _c.object_id),
+            order_by=(_c.changed_at.desc(), _c.id),
+        )
+        .label("newest")
+    )
+    ranked = _narrowed(sa.select(changes, newest), projects, project, kind, None).subquery()
+    columns = [ranked.c[column.name] for column in changes.columns]
+    query = (
+        sa.select(*columns)
+        .where(ranked.c.newest == 1)
+        .order_by(ranked.c.changed_at.desc(), ranked.c.id)
+        .limit(limit)
+    )
+    return [Change(*row) for row in conn.execute(query)]
+
+
+def _narrowed(
+    query: sa.Select[Any],
+    projects: Sequence[str] | None,
+    project: str | None,
+    kind: str | None,
+    object_ids: Sequence[str] | None,
+) -> sa.Select[Any]:
     if projects is not None:
         query = query.where(_c.project.in_(list(projects)))
     if project is not None:
@@ -36,5 +78,4 @@ def listed(
         query = query.where(_c.kind == kind)
     if object_ids is not None:
         query = query.where(_c.object_id.in_(list(object_ids)))
-    rows = conn.execute(query.order_by(_c.changed_at.desc(), _c.id).limit(limit))
-    return [Change(*row) for row in rows]
+    return query

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from server.api.deps import AdminDep, ChangesDep, ReaderDep, ServicesDep
-from server.domain.identity import MemberKind, Role
+from server.domain.identity import MemberKind
 from server.identity.members import Members
 from server.schemas.identity import ChangeOut, GrantOut, MemberIn, MemberOut, MeOut
 from server.schemas.query import ListOut
@@ -28,14 +28,8 @@ MembersDep = Annotated[Members, Depends(get_members)]
 @router.get("/me", response_model=MeOut)
 def who_am_i(principal: ReaderDep) -> MeOut:
     """Who the server takes you for, and the projects and roles you have."""
-    grants = principal.grants
-    if principal.is_server_admin:
-        projects = None
-    elif grants is not None:
-        projects = [GrantOut(project=p, role=r) for p, r in grants]
-    else:
-        role: Role = "admin" if principal.is_admin else "read"
-        projects = [GrantOut(project=p, role=role) for p in principal.readable_projects() or []]
+    roles = principal.roles()
+    projects = None if roles is None else [GrantOut(project=p, role=r) for p, r in roles]
     return MeOut(
         actor=principal.actor,
         user=principal.user,
