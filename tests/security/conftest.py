@@ -22,7 +22,7 @@ from server.identity.members import Members
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, fresh_pg_database
 from tests.factories import batch
 from tests.security.oidc_provider import CLIENT_ID, CLIENT_SECRET, Account, Provider, serving
 
@@ -89,10 +89,24 @@ class Deployment:
         return {"mm_session": self.sessions[kind]}
 
 
+DATABASES = ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)]
+"""For a module whose deployment runs on each database (`on_each_database`)."""
+
+on_each_database = pytest.mark.parametrize("deployment", DATABASES, indirect=True)
+"""Runs a module's tests against a deployment on DuckDB and one on PostgreSQL (other modules
+get DuckDB's alone)."""
+
+
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     tmp = tmp_path_factory.mktemp("shared")
-    db_path = str(tmp / "shared.duckdb")
+    kind = getattr(request, "param", "duckdb")
+    if kind == "duckdb":
+        db_path = str(tmp / "shared.duckdb")
+    else:
+        db_path = fresh_pg_database(request.getfixturevalue("postgres_url"))
     db = Database(db_path)
     migrate.upgrade(db)
     service = TokenService(db)

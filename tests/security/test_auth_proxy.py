@@ -11,12 +11,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dashboard import ids
 from server.identity.members import Members
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, fresh_pg_database
 from tests.factories import batch
+from tests.security.conftest import DATABASES
 
 pytestmark = pytest.mark.security
 
@@ -34,10 +36,15 @@ class Proxied:
         return httpx.Client(base_url=self.server.url, transport=transport, timeout=30)
 
 
-@pytest.fixture(scope="module")
-def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
+@pytest.fixture(scope="module", params=DATABASES)
+def proxied(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proxied]:
     tmp: Path = tmp_path_factory.mktemp("proxied")
-    db_path = str(tmp / "proxied.duckdb")
+    if request.param == "duckdb":
+        db_path = str(tmp / "proxied.duckdb")
+    else:
+        db_path = fresh_pg_database(request.getfixturevalue("postgres_url"))
     db = Database(db_path)
     migrate.upgrade(db)
     tokens = {}
@@ -69,7 +76,11 @@ def test_the_header_from_the_proxy_signs_a_person_in(proxied: Proxied) -> None:
         assert me["projects"] == [{"project": "alpha", "role": "read"}]
         runs = proxy.get("/api/v1/runs", headers=named).json()["data"]
         assert [r["id"] for r in runs] == ["alpha-run"]
-        assert proxy.get("/_dash-layout", headers=named).status_code == 200
+        layout = proxy.get("/_dash-layout", headers=named)
+        assert layout.status_code == 200
+        # Named in the header; no "Sign out": the proxy, not this server, holds the sign-in.
+        assert "Signed in as pat@lab.example (read of alpha)" in layout.text
+        assert ids.SIGN_OUT not in layout.text
         scrape = proxy.get("/metrics", headers=named).text
         assert "alpha-run" in scrape and "beta-run" not in scrape
         unmapped = proxy.get("/api/v1/runs", headers={USER: "nobody@lab.example"})

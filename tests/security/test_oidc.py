@@ -19,11 +19,12 @@ from tests.security.conftest import (
     SECRET,
     Deployment,
     oidc_sign_in,
+    on_each_database,
     provider_login,
 )
 from tests.security.test_dashboard_signin import _body, _callbacks
 
-pytestmark = pytest.mark.security
+pytestmark = [pytest.mark.security, on_each_database]
 
 
 def test_a_person_reads_their_projects_only_in_the_api(deployment: Deployment) -> None:

@@ -5,7 +5,6 @@ signing out, and never read from a token session's cookie."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -29,8 +28,9 @@ class Clock:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(str(tmp_path / "people.duckdb"))
+def db(db_url: str) -> Iterator[Database]:
+    """A fresh database of each supported kind (DuckDB and PostgreSQL)."""
+    database = Database(db_url)
     migrate.upgrade(database)
     yield database
     database.dispose()
