@@ -13,6 +13,7 @@ import pytest
 from dashboard import ids
 from server.domain import urls
 from tests.dashboard.chromium import launched
+from tests.dashboard.test_browser import shot
 from tests.security.conftest import PASSWORD, SECRET, Deployment, oidc_sign_in
 from tests.security.test_dashboard_signin import _body, _callbacks, signed_in
 from tests.waiting import wait_for
@@ -132,6 +133,7 @@ def test_chromium_shows_the_person_who_saved_a_rule_and_silenced_its_alert(
             assert "changed by bob@lab.example · just now" in line, line
         recent = str(page.inner_text(f"#{ids.ACT_RECENT}"))
         assert "bob's k3 watch" in recent and "bob@lab.example" in recent
+        shot(page, "activity")
         context.close()
 
         context, page = _sign_in(browser, url, "erin", urls.ACTIVITY + "?project=alpha")
