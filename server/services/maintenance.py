@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 
+from server.domain.compaction import CompactionResult
 from server.domain.records import WriteResult
 from server.domain.retention import RetentionResult
 from server.storage import compaction, retention
@@ -71,8 +72,9 @@ class Maintenance:
                 last_retention = time.monotonic()
                 self._retain()
 
-    def run_once(self) -> compaction.CompactionResult | None:
-        """One compaction round (and the merges it makes due)."""
+    def run_once(self) -> CompactionResult | None:
+        """One compaction round (and the merges it makes due); None when it failed (logged,
+        retried next round)."""
         with self._lock:
             self._pending = 0
         try:

@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from server.domain.compaction import CompactionResult
 from server.storage import downsampling, pg_points, rollup_upsert, sql
 from server.storage.db import Database
 
@@ -53,13 +53,6 @@ SEGMENT_JOIN = (
 def width(level: int) -> int:
     """Steps per block at a rollup level (level 0: single steps)."""
     return int(8**level)
-
-
-@dataclass
-class CompactionResult:
-    points: int = 0
-    buckets: int = 0
-    merged: list[tuple[str, int, int]] = field(default_factory=list)  # (kind, level, chunks)
 
 
 def compact(db: Database, *, merge: bool = True) -> CompactionResult:

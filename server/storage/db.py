@@ -14,9 +14,11 @@ REPEATABLE READ, so that every statement of it sees the same snapshot.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -78,6 +80,18 @@ class Database:
             return
         with self._maintain_lock, self.engine.connect() as conn:
             raw_duckdb(conn).execute("CHECKPOINT")
+
+    def disk_bytes(self) -> int | None:
+        """The database's size on disk: the DuckDB file and its WAL (None in memory), or the
+        PostgreSQL database's, as retention reports it before and after a round."""
+        if not self.is_duckdb:
+            with self.read() as conn:
+                query = sa.text("SELECT pg_database_size(current_database())")
+                return int(conn.execute(query).scalar_one())
+        path = self.url.removeprefix("duckdb:///")
+        if path.endswith(":memory:"):
+            return None
+        return sum(os.path.getsize(p) for p in (path, f"{path}.wal") if Path(p).exists())
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -10,10 +10,8 @@ Each run is dropped in its own transaction: a long retention never holds ingest 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -49,7 +47,7 @@ def drop_raw(
 ) -> RetentionResult:
     """Drop the raw values of the runs past the horizon (see the module docstring)."""
     now = time.time() if now is None else now
-    result = RetentionResult(bytes_before=disk_bytes(db))
+    result = RetentionResult(bytes_before=db.disk_bytes())
     compaction.compact_all(db)  # nothing of theirs may stay behind in the hot tables
     runs = due(db, older_than_s=older_than_s, project=project, now=now)
     for done, (pk, run_id) in enumerate(runs, start=1):
@@ -63,7 +61,7 @@ def drop_raw(
             progress(done, len(runs))
     if not dry_run and runs:
         db.checkpoint()
-    result.bytes_after = disk_bytes(db)
+    result.bytes_after = db.disk_bytes()
     return result
 
 
@@ -85,16 +83,3 @@ def _drop_run(db: Database, run_pk: int, now: float) -> tuple[int, int, int]:
         )
         conn.execute(sa.update(t.runs).where(t.runs.c.pk == run_pk).values(raw_dropped_at=now))
     return int(values or 0), int(buckets or 0), tokens
-
-
-def disk_bytes(db: Database) -> int | None:
-    """The database's size on disk: the DuckDB file (and its WAL), or PostgreSQL's database."""
-    if db.is_duckdb:
-        path = db.url.removeprefix("duckdb:///")
-        if path.endswith(":memory:"):
-            return None
-        return sum(os.path.getsize(p) for p in (path, f"{path}.wal") if Path(p).exists())
-    with db.read() as conn:
-        return int(
-            conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar_one()
-        )
