@@ -58,7 +58,7 @@ def demo(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from demo.engines import vllm_available
-    from demo.loop import SCENARIOS, run_scenario, summarise
+    from demo.loop import REFERENCE, SCENARIOS, run_scenario, summarise
     from demo.tinymodel import build_tiny_model
 
     chosen = list(SCENARIOS) if scenario == "all" else [scenario]
@@ -100,6 +100,8 @@ def demo(
                 on_step=partial(_advance, bar, task),
             )
             summaries.append(summarise(reports))
+            if name == REFERENCE:
+                typer.echo(set_reference(url, token, f"{run_prefix}-{name}"))
     stored = parity and _store_parity(model_dir, url, token, run_prefix, engine, timings)
     _summary(summaries, timings, time.perf_counter() - started)
     view = urls.compare_view(
@@ -108,6 +110,40 @@ def demo(
     typer.echo(f"compare: {urls.absolute(url, view)}")
     if stored:
         typer.echo(f"parity:  {urls.absolute(url, urls.PARITY)}")
+
+
+def set_reference(url: str, token: str | None, run_id: str) -> str:
+    """Make the parity run its project's reference run, the line to print saying so (or why
+    not, with the command an admin runs instead).
+
+    A project has no reference until someone sets one, and without it attribution measures a
+    run against a field-wide healthy bound only: a bf16-sized k3 then reads as noise. Set as
+    soon as the parity run is stored, so the failure runs' alert notifications name it too.
+    """
+    import httpx
+
+    from demo.loop import PROJECT
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    path = f"/api/v1/projects/{PROJECT}/reference"
+    try:
+        response = httpx.put(
+            url.rstrip("/") + path, json={"run": run_id}, headers=headers, timeout=30
+        )
+    except httpx.HTTPError as exc:
+        return f"reference run: not set ({exc})"
+    if response.status_code == 200:
+        return (
+            f"reference run of project {PROJECT}: {run_id} (the other runs are measured against it)"
+        )
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text
+    return (
+        f"reference run: not set ({response.status_code}: {detail}); an admin sets it with "
+        f"`mismatch project reference {run_id} --project {PROJECT} --url {url} --token ADMIN`"
+    )
 
 
 def parity_command(model_dir: Path, url: str, run_prefix: str) -> list[str]:

@@ -20,6 +20,8 @@ from demo.engines import EngineOptions, TorchEngine, VllmEngine
 
 PROJECT = "demo"
 TEMPERATURE = 0.7
+REFERENCE = "parity"
+"""The scenario whose run the demo makes its project's reference run."""
 ENTROPY_COEF = 0.075
 """The entropy bonus per token. Without it the toy policy turns deterministic by step ~15 and
 every scenario's k3 falls towards 1e-8 (a deterministic policy agrees with any engine); with

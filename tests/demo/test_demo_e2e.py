@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from server.domain.parity import diff
-from tests.conftest import ROOT
 from tests.dashboard.chromium import launched
 from tests.dashboard.test_browser import wait_plots
 from tests.demo.tour import follow
@@ -76,9 +75,6 @@ def compare_in_browser(server: Any, engine: str, names: list[str]) -> None:
             "#compare-config-table td[data-dash-column='key']", "e => e.innerText"
         )
         assert first == "engine.logprobs_mode"
-        shots = ROOT / "test-artifacts" / "screenshots"
-        shots.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shots / f"demo-compare-{engine}.png"), full_page=True)
 
 
 def test_demo_with_the_torch_engine(server_factory: Any, tmp_path: Path) -> None:

@@ -1,0 +1,120 @@
+"""`mismatch demo` as a user runs it, against a real server: the parity run becomes the demo
+project's reference run, the failure runs are attributed against it, and the compare page it
+prints reads as the README's screenshot shows (the test writes that screenshot).
+
+Each engine runs the whole demo once for the module (enough steps for the plot to read); the
+torch engine is the quick one, the real vLLM one is what the README's screenshot shows.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from server.domain import urls
+from tests.dashboard.chromium import launched
+from tests.dashboard.test_browser import shot, wait_plots
+
+pytestmark = pytest.mark.slow
+STEPS = 20
+FAILURES = ("raw-logprobs", "bf16-head", "stale-weights")
+CAUSES = {
+    # The torch engine's toy policy leaves a few tokens carrying 11-15× the mean k3 in every
+    # run, parity's too, and the attribution (its thresholds set on the real engine) reads
+    # that, above the reference, as a sampler-only setting: its bf16-head and stale-weights
+    # runs (the latter ties with off-policy lag) are misnamed there, so only the offset counts
+    "torch": {"raw-logprobs": "sampler_offset"},
+    "vllm": {
+        "raw-logprobs": "sampler_offset",
+        "bf16-head": "head_precision",
+        "stale-weights": "stale_state",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Demo:
+    server: Any
+    engine: str
+    output: str
+
+
+@pytest.fixture(
+    scope="module",
+    params=["torch", pytest.param("vllm", marks=pytest.mark.vllm)],
+)
+def demo(request: Any, module_server_factory: Any, tmp_path_factory: Any) -> Demo:
+    """The whole demo, once per engine, through the command a user types."""
+    engine: str = request.param
+    pytest.importorskip("transformers")
+    if engine == "vllm":
+        pytest.importorskip("vllm")
+    server = module_server_factory()
+    tmp = tmp_path_factory.mktemp(f"demo-{engine}")
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"), "COLUMNS": "200"}
+    command = [sys.executable, "-m", "server.cli", "demo", "--url", server.url]
+    command += ["--engine", engine, "--steps", str(STEPS), "--data-dir", str(tmp)]
+    done = subprocess.run(
+        [*command, "--no-parity"], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return Demo(server, engine, done.stdout)
+
+
+def test_demo_makes_its_parity_run_the_projects_reference(demo: Demo) -> None:
+    found = demo.server.query("/api/v1/projects/demo/reference")
+    assert found["run"] == "demo-parity"
+    assert "reference run of project demo: demo-parity" in demo.output
+
+
+def test_demo_failure_runs_are_attributed_against_the_parity_run(demo: Demo) -> None:
+    read = {r: demo.server.query(f"/api/v1/runs/demo-{r}/attribution") for r in FAILURES}
+    for run, found in read.items():
+        level = next(c for c in found["checks"] if c["name"] == "level")
+        assert "reference run demo-parity" in level["sentence"], (run, level)
+        assert found["steps"] == STEPS
+    named = {run: read[run]["top"]["mode"] for run in CAUSES[demo.engine]}
+    assert named == CAUSES[demo.engine], {r: f["top"] for r, f in read.items()}
+    parity = demo.server.query("/api/v1/runs/demo-parity/attribution")
+    assert parity["top"]["mode"] == "normal_noise", parity["top"]
+
+
+@pytest.mark.browser
+def test_demo_compare_page_puts_the_failures_above_parity_and_logprobs_mode_first(
+    demo: Demo,
+) -> None:
+    """The compare link the demo prints, in Chromium: the README's tour screenshot."""
+    link = next(line for line in demo.output.splitlines() if line.startswith("compare: "))
+    url = link.removeprefix("compare: ")
+    assert url == urls.absolute(
+        demo.server.url,
+        urls.compare_view(
+            ["demo-parity", *(f"demo-{r}" for r in FAILURES)],
+            reference="demo-parity",
+            metric="k3_kl",
+        ),
+    )
+    with launched() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(url)
+        drawn = wait_plots(page, 1)
+        assert "parity (reference)" in drawn[0]
+        assert set(FAILURES) <= set(drawn[0])
+        page.wait_for_selector("#compare-config-table td[data-dash-column='key']")
+        first = page.eval_on_selector(
+            "#compare-config-table td[data-dash-column='key']", "e => e.innerText"
+        )
+        assert first == "engine.logprobs_mode"
+        series = {
+            r: demo.server.query(f"/api/v1/runs/demo-{r}/series?metric=k3_kl&source=trainer")
+            for r in ("parity", "raw-logprobs", "stale-weights")
+        }
+        peak = {r: max(p["max"] for p in s["points"]) for r, s in series.items()}
+        assert peak["raw-logprobs"] > 1e6 * peak["parity"]  # far above it on the log axis
+        assert peak["stale-weights"] > 1e6 * peak["parity"]
+        shot(page, f"demo-compare-{demo.engine}")
