@@ -37,6 +37,7 @@ from server.api.routes import (
     ingest,
     maintenance,
     oidc,
+    personal_tokens,
     projects,
     runs,
     session,
@@ -148,8 +149,8 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    api = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance, identity)
-    for module in (*api, session, oidc):
+    api = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance)
+    for module in (*api, identity, personal_tokens, session, oidc):
         app.include_router(module.router)
     _document_ingest_body(app)
 

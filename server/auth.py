@@ -45,6 +45,7 @@ class Principal:
     scope: Scope
     user: str | None = None
     grants: tuple[tuple[str, Role], ...] | None = None
+    names: tuple[str, ...] = ()  # a person's: what user mappings may name (their own tokens')
 
     @property
     def is_server_admin(self) -> bool:
@@ -105,8 +106,10 @@ class Principal:
 OPEN = Principal(token_id=None, project=None, scope="server-admin")
 
 
-def new_token() -> NewToken:
-    token_id = secrets.token_hex(6)
+def new_token(*, prefix: str = "") -> NewToken:
+    """A new token; `prefix` starts its id (a personal token's "p", never a hexadecimal
+    digit, so the id says which kind a token is)."""
+    token_id = prefix + secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     salt = secrets.token_hex(16)
     return NewToken(token_id, secret, salt, hash_secret(salt, secret))

@@ -12,9 +12,12 @@ from typing import Annotated, Any
 
 import typer
 
+from server.auth import OPEN
 from server.cli.common import DEFAULT_DB, DEFAULT_URL, DbOpt, MaybeUrlOpt, TokenOpt, api, fail
 from server.domain.scopes import SCOPES
 from server.errors import MonitorError
+from server.identity.members import Members
+from server.identity.personal_tokens import PersonalTokens, is_personal
 from server.services.tokens import TokenService
 from server.storage import migrate as migrations
 from server.storage.db import Database
@@ -39,18 +42,32 @@ def _open(db: str) -> tuple[Database, TokenService]:
 
 @tokens.command("create")
 def create(
-    scope: Annotated[str, typer.Option(help=" | ".join(SCOPES))],
+    scope: Annotated[str | None, typer.Option(help=" | ".join(SCOPES))] = None,
     project: Annotated[
         str | None, typer.Option(help="Project the token belongs to (not for server-admin)")
     ] = None,
     name: Annotated[str, typer.Option(help="A note to recognise the token by")] = "",
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="A person's own token instead: it acts with the projects mapped to this user "
+            "by name (mismatch member add), at each request (no --scope or --project)"
+        ),
+    ] = None,
     db: DbOpt = DEFAULT_DB,
     url: MaybeUrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """Create a token and print it once (only its hash is stored). A server-admin token
-    (every project, token management included) is made only here, against the database."""
-    if scope not in SCOPES:
+    (every project, token management included) is made only here, against the database, and
+    so is a person's own token for another user (a person makes theirs at /api/v1/me/tokens)."""
+    if user is not None:
+        if scope is not None or project is not None or url:
+            fail("--user makes a person's own token against the database: no --scope, --project "
+                 "or --url (people make their own at POST /api/v1/me/tokens)")  # fmt: skip
+        _create_personal(db, user, name)
+        return
+    if scope is None or scope not in SCOPES:
         fail(f"--scope must be one of {', '.join(SCOPES)}")
     if (scope == "server-admin") == (project is not None):
         fail("give --project for ingest, read and admin tokens, and none for server-admin")
@@ -72,6 +89,23 @@ def create(
     typer.echo(secret)
     where = "every project" if scope == "server-admin" else f"project {project}"
     typer.echo(f"created {scope} token {info.id} for {where}; it is shown only once", err=True)
+
+
+def _create_personal(db: str, user: str, name: str) -> None:
+    database, _ = _open(db)
+    try:
+        personal = PersonalTokens(database, Members(database))
+        made, secret = personal.create(by=OPEN, user=user, name=name)
+    except MonitorError as exc:
+        fail(exc.message)
+    finally:
+        database.dispose()
+    typer.echo(secret)
+    typer.echo(
+        f"created personal token {made.id} of {made.owner}: it acts with their project "
+        "mappings and stops when they are removed; it is shown only once",
+        err=True,
+    )
 
 
 @tokens.command("list")
@@ -113,7 +147,10 @@ def revoke(
     else:
         database, service = _open(db)
         try:
-            service.revoke(token_id)
+            if is_personal(token_id):
+                PersonalTokens(database, Members(database)).revoke(token_id, owner=None)
+            else:
+                service.revoke(token_id)
         except MonitorError as exc:
             fail(exc.message)
         finally:

@@ -55,6 +55,25 @@ class Change:
     summary: str
 
 
+PERSONAL_PREFIX = "p"
+"""Personal tokens' ids start with it (`mm_p…_…`); machine tokens' ids are hexadecimal, so the
+id alone says which kind a presented token is."""
+
+
+@dataclass(frozen=True)
+class PersonalToken:
+    """An API token that belongs to a person: it acts with the projects and roles the mappings
+    give to `names` at each request, so it stops working when they go (never its secret)."""
+
+    id: str
+    owner: str  # the person it belongs to, as shown
+    names: tuple[str, ...]  # what user mappings may name (subject, verified e-mail)
+    name: str  # a note to recognise it by
+    created_at: float
+    created_by: str
+    revoked_at: float | None
+
+
 def strongest(roles: Iterable[tuple[str, Role]]) -> dict[str, Role]:
     """Per project, the strongest role granted (admin over read)."""
     out: dict[str, Role] = {}

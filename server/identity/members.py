@@ -97,11 +97,11 @@ class Members:
         with self._db.read() as conn:
             found = stored.members_of(conn, person)
         grants = grants_of(person, found, self._mapped)
+        names = person.names
         if grants.pop(EVERY_PROJECT, None) == "admin":
-            return auth.Principal(None, None, "server-admin", user=person.shown)
-        return auth.Principal(
-            None, None, "read", user=person.shown, grants=tuple(sorted(grants.items()))
-        )
+            return auth.Principal(None, None, "server-admin", user=person.shown, names=names)
+        granted = tuple(sorted(grants.items()))
+        return auth.Principal(None, None, "read", user=person.shown, grants=granted, names=names)
 
 
 def _check_admin(by: auth.Principal, project: str) -> None:

@@ -2,9 +2,10 @@
 /metrics and the body budget, so they cannot drift.
 
 In order: the auth proxy's header (refused outright from an address that is not the proxy's),
-the bearer token (machine tokens, unchanged), then the person the proxy names, then the
-session cookie (a token's session or a person's). A person without any mapped project is
-refused (403) with what to ask for, at every request: removing a mapping takes effect at once.
+the bearer token (machine tokens, unchanged; a person's own token acts as that person, with
+their mappings as they are now), then the person the proxy names, then the session cookie (a
+token's session or a person's). A person without any mapped project is refused (403) with what
+to ask for, at every request: removing a mapping takes effect at once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from server import auth
 from server.errors import Forbidden
 from server.identity.members import Members
+from server.identity.personal_tokens import PersonalTokens, is_personal
 from server.identity.proxy import ProxyTrust
 from server.identity.sessions import UserSessions
 from server.services.sessions import COOKIE, Sessions, cookie_value
@@ -38,12 +40,14 @@ class Identity:
         people: UserSessions,
         members: Members,
         proxy: ProxyTrust | None = None,
+        personal: PersonalTokens | None = None,
     ) -> None:
         self.tokens = tokens
         self.sessions = sessions
         self.people = people
         self.members = members
         self.proxy = proxy
+        self.personal = personal
 
     def resolve_scope(self, scope: Mapping[str, Any]) -> Resolved:
         """`resolve` for an ASGI request scope. Blocking: run it off the event loop."""
@@ -73,7 +77,7 @@ class Identity:
         if not self.tokens.auth_enabled():
             return Resolved(auth.OPEN)
         if authorization:
-            return Resolved(self.tokens.authenticate(authorization))
+            return Resolved(self._bearer(authorization))
         if person is not None:
             return Resolved(self._person(self.members.principal(person)))
         if cookie:
@@ -85,6 +89,15 @@ class Identity:
                 principal = self._person(self.members.principal(found.person))
                 return Resolved(principal, session=True, refreshed=found.refreshed)
         return Resolved(self.tokens.authenticate(None))  # raises: the usual 401 and its words
+
+    def _bearer(self, authorization: str) -> auth.Principal:
+        """A machine token's principal, or a personal token's person (refused, like their
+        sign-in, while no project is mapped to them)."""
+        scheme, _, value = authorization.partition(" ")
+        parts = auth.split_token(value) if scheme.lower() == "bearer" else None
+        if parts is not None and self.personal is not None and is_personal(parts[0]):
+            return self._person(self.personal.authenticate(*parts))
+        return self.tokens.authenticate(authorization)
 
     def end(self, cookie: str | None) -> None:
         """Sign out: end whichever session the cookie names."""

@@ -13,6 +13,7 @@ from server.identity.changes import Changes
 from server.identity.mapfile import load
 from server.identity.members import Members
 from server.identity.oidc import OidcClient
+from server.identity.personal_tokens import PersonalTokens
 from server.identity.proxy import ProxyTrust
 from server.identity.resolver import Identity
 from server.identity.sessions import UserSessions
@@ -32,6 +33,7 @@ class People:
     sessions: UserSessions
     identity: Identity
     signin: SignIn | None  # None without --oidc-issuer
+    personal: PersonalTokens
 
 
 def build(settings: Settings, db: Database, *, tokens: TokenService, sessions: Sessions) -> People:
@@ -60,7 +62,13 @@ def build(settings: Settings, db: Database, *, tokens: TokenService, sessions: S
             groups_claim=settings.oidc_groups_claim,
         )
         signin = SignIn(client, db, people, secret, secure=secure)
+    personal = PersonalTokens(db, members)
     identity = Identity(
-        tokens=tokens, sessions=sessions, people=people, members=members, proxy=proxy
+        tokens=tokens,
+        sessions=sessions,
+        people=people,
+        members=members,
+        proxy=proxy,
+        personal=personal,
     )
-    return People(members, Changes(db), people, identity, signin)
+    return People(members, Changes(db), people, identity, signin, personal)

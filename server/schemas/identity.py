@@ -53,3 +53,20 @@ class ChangeOut(Out):
     action: str
     actor: str = Field(description="Who made the change: user:… or token:…")
     summary: str
+
+
+class PersonalTokenIn(BaseModel):
+    name: str = Field(default="", max_length=200, description="A note to recognise it by")
+
+
+class PersonalTokenOut(Out):
+    id: str
+    owner: str = Field(description="The person it belongs to and acts for")
+    name: str
+    created_at: float
+    created_by: str
+    revoked_at: float | None
+
+
+class PersonalTokenCreatedOut(PersonalTokenOut):
+    token: str = Field(description="Shown once; store it now")

@@ -1,6 +1,6 @@
 """The tables of people (migration 0011): who is mapped to which project with which role, the
 sessions of people signed in through OpenID Connect, the sign-ins under way, and the record of
-who changed what."""
+who changed what; and people's own API tokens (migration 0012)."""
 
 from __future__ import annotations
 
@@ -57,3 +57,21 @@ changes = sa.Table(
 members: a row per change, never updated."""
 
 sa.Index("changes_by_project", changes.c.project, changes.c.changed_at)
+
+personal_tokens = sa.Table(
+    "personal_tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),  # "p…": the token's public id
+    sa.Column("owner", sa.String(320), nullable=False),  # the person, as shown
+    sa.Column("names", sa.Text, nullable=False),  # JSON: what user mappings may name
+    sa.Column("name", sa.String(200), nullable=False),  # a note to recognise it by
+    sa.Column("salt", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(128), nullable=False),  # salted SHA-256 of the secret
+    sa.Column("created_at", sa.Float(53), nullable=False),
+    sa.Column("created_by", sa.String(400), nullable=False),
+    sa.Column("revoked_at", sa.Float(53), nullable=True),
+)
+"""People's own API tokens: each acts with its person's mappings at each request, never with
+a project or scope of its own."""
+
+sa.Index("personal_tokens_by_owner", personal_tokens.c.owner)
