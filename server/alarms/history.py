@@ -10,7 +10,7 @@ from collections.abc import Collection
 
 from server.domain.alarm_keys import StreamKey
 from server.domain.records import StoredRecord
-from server.storage import stored_steps
+from server.storage import alarm_states, stored_steps
 from server.storage.db import Database
 
 
@@ -46,3 +46,8 @@ class StoredHistory:
         mine = dataclasses.replace(found, series=series, first_step=lo, last_step=hi)
         block = min(stored_steps.BLOCK_STEPS, hi - lo + 1)  # a block may reach past `hi`
         return [r for r in stored_steps.records(self._db, mine, block=block) if r.step <= hi]
+
+    def stored_between(self, stream: StreamKey, after: int, before: int) -> bool:
+        """Whether the stream stored a step strictly between `after` and `before`."""
+        with self._db.read() as conn:
+            return alarm_states.stored_between(conn, stream, after, before)

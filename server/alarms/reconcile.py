@@ -128,11 +128,13 @@ def changes(
         decided = _as_decided(alert, outcome, now)
         if decided == alert:
             continue
-        if alert.open and not decided.open:
+        ends = alert.open and not decided.open
+        if ends:
             out.ended.append(decided)  # told like any end
             if outcome.end is not None and silenced(outcome.end, now):
                 out.muted.add(alert.id)
-        else:
+        fired = (decided.metric, decided.value, decided.threshold)
+        if not ends or fired != (alert.metric, alert.value, alert.threshold):
             out.corrected.append(decided)  # what fired, or where it ended, changed
     for alert in have.values():
         if alert.id in wanted or alert.step < rewind.since:

@@ -54,6 +54,10 @@ class History(Protocol):
         before: int | None = None,
     ) -> list[StoredRecord] | None: ...
 
+    def stored_between(self, stream: StreamKey, after: int, before: int) -> bool:
+        """Whether the stream stored a step strictly between `after` and `before`."""
+        ...
+
 
 class NoHistory:
     """For evaluation without a database (backtests): nothing is stored besides what comes."""
@@ -67,6 +71,9 @@ class NoHistory:
         before: int | None = None,
     ) -> list[StoredRecord] | None:
         return []
+
+    def stored_between(self, stream: StreamKey, after: int, before: int) -> bool:
+        return False
 
 
 @dataclass(frozen=True)
@@ -100,8 +107,8 @@ class Streams:
     def advance(self, work: Work, now: float) -> Progress:
         """Evaluate planned work, each stream in step order (see the module docstring)."""
         progress = Progress()
-        for stream, items in _by_stream(work).items():
-            self._stream(stream, items, now, progress)
+        for stream, batch in _by_stream(work).items():
+            self._stream(stream, batch, now, progress)
         return progress
 
     def resume(self, stream: StreamKey, now: float) -> Progress:
@@ -112,26 +119,41 @@ class Streams:
             self._resume(stream, cursor, [], now, progress)
         return progress
 
-    def _stream(self, stream: StreamKey, items: list[Item], now: float, progress: Progress) -> None:
+    def _stream(self, stream: StreamKey, batch: _Batch, now: float, progress: Progress) -> None:
         book = self.evaluator.book
         cursor = book.cursor(stream)
-        if cursor is not None and items[0][1].step <= cursor.through:
+        items = batch.items
+        if cursor is not None and items and items[0][1].step <= cursor.through:
             read = self._read_back.get(stream, {})
             items = [
                 (p, r) for p, r in items if not read.get(r.step, frozenset()) >= r.metrics.keys()
             ]
             if not items:
                 return  # a read from storage took them in already
-        lo, hi = items[0][1].step, items[-1][1].step
-        if cursor is None and book.has_history(stream):
-            cursor = Cursor(lo - 1)  # states saved before cursors were: taken as they are
-        if cursor is not None and lo == cursor.through + 1:
+        if cursor is None and items and book.has_history(stream):
+            cursor = Cursor(items[0][1].step - 1)  # states saved before cursors: taken as they are
+        if (
+            cursor is not None
+            and batch.lo > cursor.through
+            and self._continues(stream, cursor, batch)
+        ):
             progress.fired += self._feed_planned(items, now)
-            book.move(stream, Cursor(hi, cursor.generation))
-        elif cursor is not None and lo > cursor.through + 1:
+            book.move(stream, Cursor(batch.hi, cursor.generation))
+            self._read_back.pop(stream, None)  # the stream went on: no listener is that late
+        elif not items:
+            return  # nothing a rule reads: nothing to evaluate again
+        elif cursor is not None and items[0][1].step > cursor.through:
             self._resume(stream, cursor, items, now, progress)
         else:
             self._rewind(stream, items, now, progress, cursor)
+
+    def _continues(self, stream: StreamKey, cursor: Cursor, batch: _Batch) -> bool:
+        """Whether the batch starts where the stream's evaluation stands: right after the
+        cursor, or after steps it skips (a stream that logs every few steps) — nothing stored
+        in between that was never evaluated."""
+        if batch.lo == cursor.through + 1:
+            return True
+        return not self.history.stored_between(stream, cursor.through, batch.lo)
 
     def _resume(
         self, stream: StreamKey, cursor: Cursor, items: list[Item], now: float, progress: Progress
@@ -220,16 +242,29 @@ class Streams:
         return self.evaluator.feed(work, now)
 
 
-def _by_stream(work: Work) -> dict[StreamKey, list[Item]]:
-    """Each stream's records that a rule of its plan reads, in step order."""
-    out: dict[StreamKey, list[Item]] = {}
+@dataclass
+class _Batch:
+    """A stream's records in a batch: those a rule of its plan reads (`items`, in step order),
+    and the steps of all of them (`lo`, `hi`)."""
+
+    items: list[Item]
+    lo: int
+    hi: int
+
+
+def _by_stream(work: Work) -> dict[StreamKey, _Batch]:
+    out: dict[StreamKey, _Batch] = {}
     for plan, records in work:
         metrics = {metric for metric, _ in plan}
         for rec in records:
+            found = out.get(plan.stream)
+            if found is None:
+                found = out[plan.stream] = _Batch([], rec.step, rec.step)
+            found.lo, found.hi = min(found.lo, rec.step), max(found.hi, rec.step)
             if not metrics.isdisjoint(rec.metrics):
-                out.setdefault(plan.stream, []).append((plan, rec))
-    for items in out.values():
-        items.sort(key=lambda item: item[1].step)
+                found.items.append((plan, rec))
+    for batch in out.values():
+        batch.items.sort(key=lambda item: item[1].step)
     return out
 
 

@@ -156,3 +156,23 @@ def stored_heads(
         (StreamKey(row.project, row.id, row.source, row.actor), row.metric, int(row.last_step))
         for row in conn.execute(query)
     ]
+
+
+def stored_between(conn: Connection, stream: StreamKey, after: int, before: int) -> bool:
+    """Whether the stream stored a step strictly between `after` and `before` (one probe of the
+    step records' key)."""
+    sr, r = tables.step_records.c, tables.runs.c
+    query = (
+        sa.select(sr.step)
+        .select_from(tables.step_records.join(tables.runs, r.pk == sr.run_pk))
+        .where(
+            r.project == stream.project,
+            r.id == stream.run_id,
+            sr.source == stream.source,
+            sr.actor == stream.actor,
+            sr.step > after,
+            sr.step < before,
+        )
+        .limit(1)
+    )
+    return conn.execute(query).first() is not None

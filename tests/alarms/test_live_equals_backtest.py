@@ -133,6 +133,12 @@ def _deliver(db: Database, run: str, ops: list[Op]) -> AlarmService:
     return service
 
 
+def _steps(steps: list[tuple[int, tuple[str, ...]]]) -> str:
+    """Steps as a note shows them: a split step's part as 12k (k3 only) or 12p (the rest)."""
+    part = {1: "k", 3: "p"}
+    return " ".join(f"{s}{part.get(len(names), '')}" for s, names in steps)
+
+
 def _alerts(found: list[Any]) -> list[tuple[Any, ...]]:
     return sorted((*(getattr(a, f) for f in FIELDS), round(a.value, 12)) for a in found)
 
@@ -146,7 +152,7 @@ def _alerts(found: list[Any]) -> list[tuple[Any, ...]]:
 @given(ops=deliveries())
 def test_live_alerts_equal_a_backtest_however_the_steps_arrive(db: Database, ops: list[Op]) -> None:
     run = f"run-{next(RUNS)}"
-    note(f"{run}: {[(k, w if k == 'restart' else (w[0], [s for s, _ in w[1]])) for k, w in ops]}")
+    note(f"{run}: {[w if k == 'restart' else (k, w[0], _steps(w[1])) for k, w in ops]}")
     service = _deliver(db, run, ops)
     service.recover(now=time.time() + 60)  # the run sent nothing more: its last steps caught up
     store = AlarmStore(db)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from hypothesis import given
@@ -14,11 +15,12 @@ from hypothesis import strategies as st
 
 from server.alarms.diagnosis import Diagnostician
 from server.alarms.drafts import Drafts
+from server.alarms.history import StoredHistory
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Receiver, Rule
-from server.domain.records import BatchWrite, Record, RunUpsert
+from server.domain.records import BatchWrite, Record, RunUpsert, StoredRecord
 from server.storage import alarm_tables, migrate
 from server.storage.alarm_outbox import DRAFT_PREFIX
 from server.storage.db import Database
@@ -93,6 +95,29 @@ def test_steps_stored_but_never_evaluated_are_evaluated_when_the_stream_goes_on(
     again = _service(db)
     _send(db, again, _x(5, 6, high=(5,)))
     assert _alerts(db) == [("three high", 5, "resolved", 6)]
+    db.dispose()
+
+
+class _Counting(StoredHistory):
+    """The stored history, counting how often a stream's steps are read back."""
+
+    reads = 0
+
+    def read(self, *args: Any, **kwargs: Any) -> list[StoredRecord] | None:
+        self.reads += 1
+        return super().read(*args, **kwargs)
+
+
+def test_a_stream_that_logs_every_tenth_step_is_evaluated_as_it_comes(tmp_path: Path) -> None:
+    db = _db(tmp_path)
+    history = _Counting(db)
+    AlarmStore(db).save_rule(HIGH)
+    service = AlarmService(AlarmStore(db), base_url="http://monitor", history=history)
+    for first in range(0, 200, 40):
+        steps = range(first, first + 40, 10)
+        _send(db, service, _x(*steps, high=tuple(s for s in steps if 100 <= s < 140)))
+    assert history.reads == 1  # its first batch, a new stream: nothing read back after it
+    assert _alerts(db) == [("three high", 120, "resolved", 140)]
     db.dispose()
 
 
