@@ -5,9 +5,10 @@ order. A state belongs to one rule and has a scope: one metric of a stream (most
 stream (a collapse precursor reads several of its metrics), a run (the stalled-run check), or the
 rule itself (its last error).
 
-Keys are typed values, never strings taken apart. `series_text` is how a state's series is written
-down — in the database (`alarm_states.series`) and in a rule error a user reads — and `parse` is
-the one place that reads it back.
+Keys are typed values, never strings taken apart. `StateKey.series_text` is how a state's series
+is written down — in the database (`alarm_states.series`) and in a rule error a user reads — and
+`StateKey.parse` is the one place that reads it back; `StreamKey.text` and `StreamKey.parse` do
+the same for a stream's evaluation cursor.
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ class StreamKey:
     run_id: str
     source: str
     actor: str
+
+    def text(self) -> str:
+        """The stream as written down with its project (an evaluation cursor's series)."""
+        return "|".join(_parts(self))
+
+    @classmethod
+    def parse(cls, text: str) -> StreamKey | None:
+        """The stream `text` wrote; None for text it never writes (names hold no "|")."""
+        parts = text.split("|")
+        return cls(*parts) if len(parts) == 4 else None
 
 
 @dataclass(frozen=True, slots=True)

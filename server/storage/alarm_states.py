@@ -27,16 +27,12 @@ States = dict[StateKey, dict[str, Any]]
 Cursors = dict[StreamKey, Cursor]
 
 
-def _cursor_text(stream: StreamKey) -> str:
-    return f"{stream.project}|{stream.run_id}|{stream.source}|{stream.actor}"
-
-
 def _cursor(text: str, state: str) -> tuple[StreamKey, Cursor] | None:
-    parts = text.split("|")
-    if len(parts) != 4:
+    stream = StreamKey.parse(text)
+    if stream is None:
         return None
     found = json.loads(state)
-    return StreamKey(*parts), Cursor(int(found["through"]), int(found.get("generation", 0)))
+    return stream, Cursor(int(found["through"]), int(found.get("generation", 0)))
 
 
 def _rows(conn: Connection, where: sa.ColumnElement[bool] | None) -> tuple[States, Cursors]:
@@ -70,7 +66,7 @@ def load(
     s = t.states.c
     keyset = set(keys)
     wanted = sorted({(k.rule_id, k.series_text()) for k in keyset})
-    wanted += sorted({(CURSORS, _cursor_text(stream)) for stream in streams})
+    wanted += sorted({(CURSORS, stream.text()) for stream in streams})
     if not wanted:
         return {}, {}
     states, cursors = _rows(conn, sa.tuple_(s.rule_id, s.series).in_(wanted))
@@ -91,7 +87,7 @@ def load_streams(conn: Connection, streams: Collection[StreamKey]) -> tuple[Stat
                 sa.or_(s.series == base, s.series.startswith(base + "|", autoescape=True)),
             )
         )
-        clauses.append(sa.and_(s.rule_id == CURSORS, s.series == _cursor_text(stream)))
+        clauses.append(sa.and_(s.rule_id == CURSORS, s.series == stream.text()))
     wanted = set(streams)
     states, cursors = _rows(conn, sa.or_(*clauses))
     return {k: v for k, v in states.items() if k.stream in wanted}, cursors
@@ -109,7 +105,7 @@ def save(
     rows += [
         {
             "rule_id": CURSORS,
-            "series": _cursor_text(stream),
+            "series": stream.text(),
             "state": json.dumps({"through": c.through, "generation": c.generation}),
             "updated_at": now,
         }

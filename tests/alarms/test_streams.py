@@ -183,3 +183,12 @@ def test_a_state_key_reads_back_as_it_was_written(
         "rule": StateKey.of_rule("r_1"),
     }[scope]
     assert StateKey.parse("r_1", project, key.series_text()) == key
+
+
+@given(project=NAMES, stream=st.tuples(NAMES, st.sampled_from(["trainer", "rollout"]), NAMES))
+def test_a_stream_cursor_key_reads_back_as_it_was_written(
+    project: str, stream: tuple[str, str, str]
+) -> None:
+    where = StreamKey(project, *stream)
+    assert StreamKey.parse(where.text()) == where
+    assert StreamKey.parse(StateKey.of_stream("r_1", where).series_text()) is None  # no project
