@@ -215,6 +215,7 @@ class ServerProcess:
 # -- running in parallel (pytest-xdist) -----------------------------------------------------
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `--dist loadgroup`: the real-vLLM tests share one worker (one engine at a time on
     the machine), and a module with module- or class-scoped fixtures (a seeded server, a shared
@@ -222,7 +223,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     worker. Every other test goes to whichever worker is free. The longest work is handed out
     first (vLLM, then slow and browser tests), so that it does not start last and run alone; the
     order within each kind stays pytest-randomly's."""
-    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", 0):
+    if not getattr(config.option, "loadgroup", False):  # set in each worker by `--dist loadgroup`
         return
     items.sort(key=_first_the_longest)
     for item in items:
@@ -440,7 +441,7 @@ def _flask_proxies_resolve_beside_vllm(request: pytest.FixtureRequest) -> Iterat
     uses_vllm = any(
         item.get_closest_marker("vllm") is not None
         for item in request.session.items
-        if item.module is request.module
+        if getattr(item, "module", None) is request.module
     )
     if not uses_vllm or "flask" not in sys.modules:
         yield
