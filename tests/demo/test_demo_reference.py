@@ -54,8 +54,8 @@ def demo(request: Any, module_server_factory: Any, tmp_path_factory: Any) -> Dem
     pytest.importorskip("transformers")
     if engine == "vllm":
         pytest.importorskip("vllm")
-    server = module_server_factory()
     tmp = tmp_path_factory.mktemp(f"demo-{engine}")
+    server = module_server_factory(tmp / "monitor.duckdb")  # a database per engine
     env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"), "COLUMNS": "200"}
     command = [sys.executable, "-m", "server.cli", "demo", "--url", server.url]
     command += ["--engine", engine, "--steps", str(STEPS), "--data-dir", str(tmp)]
