@@ -60,7 +60,7 @@ reads E x + √(Var x / n_eff)·ε:
   √(Var d / n_eff) ≈ √(2·k3 / n_eff) is far above k3's own at low levels, so its sign flips on
   the healthiest runs (OpenRLHF, ms-swift, verl's second KL, slime's older `mis_kl`).
 - mean |d| = Σ w_j·|d_j| = q·a for the healthy gap (TRL's `sampling_logp_difference/mean`), so
-  k3 / (mean |d|)² = 1/(2q): 5 … 25 on the corpus's q, against the `ABS_D_TO_K3` of 2 the
+  k3 / (mean |d|)² = 1/(2q): 5 … 25 on the corpus's q, against the `ABS_D_TO_K3` of 4 the
   family converts with (the relative rules do not care: a z-score of log x is unchanged by
   x ↦ c·x²; only the vllm-kl high level does).
 - tok-mean(r) − 1 = Σ w_j·(e^(d_j) − 1), 0 for a balanced gap; ratio_dev_1e4 is 10⁴ times it,
