@@ -2,8 +2,9 @@
 project's reference run, the failure runs are attributed against it, and the compare page it
 prints reads as the README's screenshot shows (the test writes that screenshot).
 
-Each engine runs the whole demo once for the module (enough steps for the plot to read); the
-torch engine is the quick one, the real vLLM one is what the README's screenshot shows.
+The whole demo runs once for the module (enough steps for the plot to read), on the real vLLM
+engine, which the README's screenshot shows; setting the reference does not depend on the
+engine, and the torch engine's demo is run end to end in tests/demo/test_demo_e2e.py.
 """
 
 from __future__ import annotations
@@ -20,20 +21,13 @@ from server.domain import urls
 from tests.dashboard.chromium import launched
 from tests.dashboard.test_browser import shot, wait_plots
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 STEPS = 20
 FAILURES = ("raw-logprobs", "bf16-head", "stale-weights")
 CAUSES = {
-    # The torch engine's toy policy leaves a few tokens carrying 11-15× the mean k3 in every
-    # run, parity's too, and the attribution (its thresholds set on the real engine) reads
-    # that, above the reference, as a sampler-only setting: its bf16-head and stale-weights
-    # runs (the latter ties with off-policy lag) are misnamed there, so only the offset counts
-    "torch": {"raw-logprobs": "sampler_offset"},
-    "vllm": {
-        "raw-logprobs": "sampler_offset",
-        "bf16-head": "head_precision",
-        "stale-weights": "stale_state",
-    },
+    "raw-logprobs": "sampler_offset",
+    "bf16-head": "head_precision",
+    "stale-weights": "stale_state",
 }
 
 
@@ -44,18 +38,14 @@ class Demo:
     output: str
 
 
-@pytest.fixture(
-    scope="module",
-    params=["torch", pytest.param("vllm", marks=pytest.mark.vllm)],
-)
-def demo(request: Any, module_server_factory: Any, tmp_path_factory: Any) -> Demo:
-    """The whole demo, once per engine, through the command a user types."""
-    engine: str = request.param
+@pytest.fixture(scope="module")
+def demo(module_server_factory: Any, tmp_path_factory: Any) -> Demo:
+    """The whole demo through the command a user types."""
+    engine = "vllm"
     pytest.importorskip("transformers")
-    if engine == "vllm":
-        pytest.importorskip("vllm")
+    pytest.importorskip("vllm")
     tmp = tmp_path_factory.mktemp(f"demo-{engine}")
-    server = module_server_factory(tmp / "monitor.duckdb")  # a database per engine
+    server = module_server_factory()
     env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"), "COLUMNS": "200"}
     command = [sys.executable, "-m", "server.cli", "demo", "--url", server.url]
     command += ["--engine", engine, "--steps", str(STEPS), "--data-dir", str(tmp)]
@@ -78,8 +68,8 @@ def test_demo_failure_runs_are_attributed_against_the_parity_run(demo: Demo) -> 
         level = next(c for c in found["checks"] if c["name"] == "level")
         assert "reference run demo-parity" in level["sentence"], (run, level)
         assert found["steps"] == STEPS
-    named = {run: read[run]["top"]["mode"] for run in CAUSES[demo.engine]}
-    assert named == CAUSES[demo.engine], {r: f["top"] for r, f in read.items()}
+    named = {run: read[run]["top"]["mode"] for run in CAUSES}
+    assert named == CAUSES, {r: f["top"] for r, f in read.items()}
     parity = demo.server.query("/api/v1/runs/demo-parity/attribution")
     assert parity["top"]["mode"] == "normal_noise", parity["top"]
 
