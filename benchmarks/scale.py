@@ -292,7 +292,8 @@ def prepare(
     postgres = not db_url.endswith(".duckdb")
     name = f"kept_{re.sub(r'[^a-z0-9]', '_', cache.name.lower())}_{runs}x{steps}"
     kept = _pg_url(db_url, name) if postgres else str(cache / f"scale-{runs}x{steps}.duckdb")
-    stamp = cache / f"scale-{runs}x{steps}.build_s"
+    kind = "postgresql" if postgres else "duckdb"  # one cache folder may serve both
+    stamp = cache / f"scale-{runs}x{steps}.{kind}.build_s"
     if not stamp.exists():
         if postgres:
             _pg_admin(
