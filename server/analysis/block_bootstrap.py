@@ -178,7 +178,9 @@ def pooled_medians(
     for first in range(0, n_boot, rows):
         chunk = picks[first : first + rows]
         lower, upper = _middle_ranks(ranked, blocks, chunk, rng, pooled.size)
-        out[first : first + rows] = 0.5 * (ordered[lower] + ordered[upper])
+        # halves first: the mean of two values near the float64 limit (the contract allows
+        # 1e308) must not overflow; for all other values it is the same number
+        out[first : first + rows] = 0.5 * ordered[lower] + 0.5 * ordered[upper]
     return out
 
 

@@ -62,3 +62,10 @@ def test_thin_keeps_step_order_with_a_fixed_stride() -> None:
     assert thinned.size <= 1000
     np.testing.assert_array_equal(np.diff(thinned), np.full(thinned.size - 1, 6.0))
     np.testing.assert_array_equal(block_bootstrap.thin(series[:800], 1000), series[:800])
+
+
+def test_replicate_medians_of_values_at_the_float_limit_stay_finite() -> None:
+    """The contract allows ±1e308: the middle of two such values must not overflow to ±inf."""
+    runs = [np.array([1e308]), np.array([1.7e308])]  # an even total: two middle values
+    medians = block_bootstrap.pooled_medians(runs, [1, 1], 200, np.random.default_rng(8))
+    assert set(medians.tolist()) == {1e308, 1.35e308, 1.7e308}
