@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SUITE = """
 import os
 
@@ -46,3 +48,21 @@ def test_a_group_runs_on_one_worker(tmp_path: Path) -> None:
     workers = {p.stem: p.read_text() for p in tmp_path.glob("*.worker")}
     assert len(workers) == 8
     assert len({w for name, w in workers.items() if name.startswith("grouped")}) == 1
+
+
+@pytest.fixture(scope="module")
+def shared() -> str:
+    """A module-scoped fixture: what keeps a module's tests on one worker (tests/conftest.py)."""
+    return "module"
+
+
+def test_this_suites_hook_groups_a_module_with_shared_fixtures(
+    shared: str, request: pytest.FixtureRequest
+) -> None:
+    """The suite's own grouping, where `make test` runs it: in an xdist worker under
+    `--dist loadgroup`, this test (it uses a module-scoped fixture) is tagged with its module's
+    group. Elsewhere there are no workers to group."""
+    worker = hasattr(request.config, "workerinput")  # xdist's mark of a worker process
+    if not worker or not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("only under `--dist loadgroup` workers (make test)")
+    assert request.node.nodeid.endswith("@tests/test_parallel.py")

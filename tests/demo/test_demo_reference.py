@@ -34,26 +34,24 @@ CAUSES = {
 @dataclass(frozen=True)
 class Demo:
     server: Any
-    engine: str
     output: str
 
 
 @pytest.fixture(scope="module")
 def demo(module_server_factory: Any, tmp_path_factory: Any) -> Demo:
     """The whole demo through the command a user types."""
-    engine = "vllm"
     pytest.importorskip("transformers")
     pytest.importorskip("vllm")
-    tmp = tmp_path_factory.mktemp(f"demo-{engine}")
+    tmp = tmp_path_factory.mktemp("demo-vllm")
     server = module_server_factory()
     env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"), "COLUMNS": "200"}
     command = [sys.executable, "-m", "server.cli", "demo", "--url", server.url]
-    command += ["--engine", engine, "--steps", str(STEPS), "--data-dir", str(tmp)]
+    command += ["--engine", "vllm", "--steps", str(STEPS), "--data-dir", str(tmp)]
     done = subprocess.run(
         [*command, "--no-parity"], capture_output=True, text=True, env=env, check=False
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return Demo(server, engine, done.stdout)
+    return Demo(server, done.stdout)
 
 
 def test_demo_makes_its_parity_run_the_projects_reference(demo: Demo) -> None:
@@ -107,4 +105,4 @@ def test_demo_compare_page_puts_the_failures_above_parity_and_logprobs_mode_firs
         peak = {r: max(p["max"] for p in s["points"]) for r, s in series.items()}
         assert peak["raw-logprobs"] > 1e6 * peak["parity"]  # far above it on the log axis
         assert peak["stale-weights"] > 1e6 * peak["parity"]
-        shot(page, f"demo-compare-{demo.engine}")
+        shot(page, "demo-compare-vllm")
