@@ -38,7 +38,8 @@ of the remaining tokens), and our three metrics recomputed from the joined pictu
   mean |d| m log-uniform in 0.02 … 0.3 and a TRL sequence ratio mean ρ in 0.3 … 0.8: ρ fixes
   s² = L·q·a² (below), a sequence length L is drawn where a = s²/(L·m) ∈ [m, 3], q = m/a.
   Its k3 ≈ m·a/2 spans 5e-4 … 0.16 (median 0.02): a penalty seen over long sequences pulls
-  TRL's ratio down with a per-token gap no larger than a healthy run's.
+  TRL's ratio down with a per-token gap no larger than a healthy run's. Its config records the
+  penalty (`repetition_penalty` 1.05 … 1.3), as trainers record their sampling settings.
 - `raw-logprobs` (raw instead of processed logprobs): a one-sided component, d = ±a on a share
   q (a ∈ 0.7 … 1), with q set by a steady ratio_dev_1e4 of ±200 … 5000 (log-uniform, either
   sign): tok-mean(r) − 1 = q·(e^(±a) − 1). With a ≈ 0.8, k1 ≈ −2·k3 and ratio_dev ≈ 3·k3·10⁴,
@@ -95,7 +96,8 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -170,6 +172,7 @@ class Trace:
     key: tuple[int, ...] = ()  # seeds the renderings' noise: a pure function of the trace
     scenario: str | None = None  # mismatch runs: what is wrong from step 1
     headline: tuple[tuple[str, float], ...] = ()  # mismatch runs: the scenario's drawn levels
+    config: dict[str, Any] = field(default_factory=dict)  # the settings the run records
 
 
 @dataclass(frozen=True)
@@ -566,7 +569,19 @@ def mismatch_trace(
         picture=picture,
         scenario=scenario,
         headline=headline,
+        config=_recorded(base.key, scenario),
     )
+
+
+def _recorded(key: tuple[int, ...], scenario: str) -> dict[str, Any]:
+    """What a mismatched run's config records of its cause: a penalty run its repetition
+    penalty (1.05 … 1.3, from a generator of its own, so the corpus's draws stay as they were),
+    as TRL, verl and OpenRLHF record their sampling settings; raw logprobs and a quantized
+    engine record nothing the alarms read."""
+    if scenario != "penalty":
+        return {}
+    side = np.random.default_rng([*key, 0, 2])
+    return {"repetition_penalty": round(float(side.uniform(1.05, 1.3)), 2)}
 
 
 def corpus(seed: int, scale: str = "small") -> list[Trace]:

@@ -117,12 +117,14 @@ def replay(trace: Trace, pack: Sequence[Spec]) -> list[Event]:
     from server.alarms.replay import replay as replay_rules
     from server.domain.alarms import Rule
     from server.domain.records import StoredRecord
+    from server.domain.sampler import derived_labels
 
     project = "quality"
     rules = [Rule(id=f"r{i:02d}", project=project, **spec) for i, spec in enumerate(pack)]
+    labels = derived_labels(trace.config)  # what the server labels the run with, from its config
     batches = (
         [
-            StoredRecord(trace.run_id, project, {}, "trainer", "t0", step, at, None, None, v)
+            StoredRecord(trace.run_id, project, labels, "trainer", "t0", step, at, None, None, v)
             for step, at, v in batch
         ]
         for batch in stored_batches(trace)
@@ -137,9 +139,9 @@ def replay(trace: Trace, pack: Sequence[Spec]) -> list[Event]:
 
 def default_pack() -> list[dict[str, Any]]:
     """The rule pack every new project gets: what `--pack` replaces."""
-    from server.alarms.defaults import PACK
+    from server.alarms.defaults import DEFAULT_RULES
 
-    return [dict(spec) for spec in PACK]
+    return [dict(spec) for spec in DEFAULT_RULES]
 
 
 # -- scoring ---------------------------------------------------------------------------------------

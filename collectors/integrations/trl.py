@@ -4,7 +4,11 @@ TRL's trainers (GRPOTrainer and the others) are transformers `Trainer`s: each lo
 call `Trainer.log`, which hands the step's dict to every callback's `on_log`. This callback
 forwards that dict with `framework="trl"`, so `sampling/sampling_logp_difference/mean` lands in
 `abs_logp_diff_mean`, `entropy` in `entropy`, `grad_norm` in `grad_norm` (collectors/_adapters/
-trl.py), and the run's config records the TRL version.
+trl.py), and the run's config records the TRL version. When training begins, the run's config
+records the trainer's generation settings under `trl` (`SETTINGS`, those the trainer's
+arguments have): the server reads a sampling setting that only vLLM applies — a repetition
+penalty, top-k, top-p, min-p — as the cause of a mismatch from the first step, and watches the
+run for it.
 
     trainer = GRPOTrainer(..., callbacks=[MismatchCallback(run)])
 
@@ -25,6 +29,42 @@ if TYPE_CHECKING:
     from collectors._run import Run
 
 FRAMEWORK = "trl"
+SETTINGS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "generation_kwargs",
+    "max_completion_length",
+    "num_generations",
+    "use_vllm",
+    "vllm_mode",
+    "vllm_importance_sampling_correction",
+    "vllm_importance_sampling_mode",
+    "vllm_importance_sampling_clip_min",
+    "vllm_importance_sampling_clip_max",
+    "importance_sampling_level",
+    "loss_type",
+    "beta",
+)
+"""The trainer arguments recorded in the run's config: what decides the rollouts' distribution
+and how TRL corrects for the mismatch. TRL asks vLLM for processed logprobs, so a temperature is
+applied on both sides."""
+
+
+def settings(args: Any) -> dict[str, Any]:
+    """The `SETTINGS` that `args` has, JSON-ready (a value JSON cannot hold as its text), plus
+    the logprobs mode TRL's vLLM path uses."""
+    out: dict[str, Any] = {}
+    for name in SETTINGS:
+        if hasattr(args, name):
+            value = getattr(args, name)
+            ok = value is None or isinstance(value, (bool, int, float, str, dict, list))
+            out[name] = value if ok else str(value)
+    if out.get("use_vllm"):
+        out["logprobs_mode"] = "processed_logprobs"
+    return out
 
 
 def numeric(logs: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,6 +83,12 @@ class MismatchCallback(TrainerCallback):
 
     def __init__(self, run: Run) -> None:
         self.run = run
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if state.is_world_process_zero:
+            self.run.update_config({FRAMEWORK: settings(args)})
 
     def on_log(
         self,

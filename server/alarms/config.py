@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from server.alarms import ids, rules
-from server.alarms.defaults import PACK, seed_defaults
+from server.alarms.defaults import DEFAULT_RULES, seed_defaults
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.failures import error_key, errors_of
 from server.alarms.outbound import check_url
@@ -68,12 +68,12 @@ class AlarmConfigService:
     def install_defaults(
         self, project: str, *, projects: Sequence[str] | None = None
     ) -> list[Rule]:
-        """The default pack into `project` again, on purpose (after its rules were deleted);
-        rules of the pack it still has by name are left as they are."""
+        """The default packs into `project` again, on purpose (after its rules were deleted);
+        rules of the packs it still has by name are left as they are."""
         _writable(project, projects)
         have = {r.name for r in self._store.rules(project)}
         made = []
-        for spec in PACK:
+        for spec in DEFAULT_RULES:
             if spec["name"] not in have:
                 made.append(self._store.save_rule(Rule(id=ids.rule(), project=project, **spec)))
         self._service.reload()

@@ -6,6 +6,8 @@
 | vllm-kl rise | sustained (log) | vllm-kl signal (trainer) | the median of the last 7 steps more than 2.5 robust σ above the median of the 100 before, and 2e-5 above it |
 | vllm-kl high | threshold | vllm-kl signal | above 0.025 for 5 consecutive steps, from the first step: no history needed |
 | ratio drift | threshold | \\|ratio signal\\| | above 50 (×1e-4) for 3 steps, from the first step — raw vs processed logprobs, a sampler-only penalty |
+| vllm-kl high (sampler-only setting) | threshold | vllm-kl signal, runs labelled `mismatch.sampler_only` | above 1e-3 for 3 steps |
+| ratio drift (sampler-only setting) | threshold | \\|ratio signal\\|, runs labelled `mismatch.sampler_only` | above 14 (×1e-4) for 3 steps |
 | mult prob error | threshold | mult_prob_error | above 1.1 for 5 steps |
 | entropy collapse | spike (linear, relative) | entropy | below 50% of its trailing median for 5 steps |
 | lag growing | sustained (linear) | lag | short EWMA over 2× the long one, lag above 2 |
@@ -28,6 +30,13 @@ grad_norm explodes), against its targets — at most 0.5 warning and no critical
 seeds other than the ones they were tuned on (the README lists the figures). The reasons, rule by
 rule, are in each rule's `WHY`; a changed number should come with a new benchmark run.
 
+**Runs whose config names the cause.** A repetition, presence or frequency penalty, a top-k,
+top-p or min-p, or a temperature beside raw logprobs is applied by the rollout's sampler and not
+by the trainer (`server/domain/sampler.py`): such a run is mismatched from its first step, and the
+server labels it `mismatch.sampler_only` from its recorded config. The second pack,
+`SAMPLER_PACK`, watches those runs at levels no healthy run needs to be spared from, because
+none of them is healthy: what is left to tell is whether the setting moves the signal.
+
 An alert whose series stops reporting for the rule's `no_data_s` (900 s unless a rule says
 otherwise) ends as "no data" rather than firing forever: three times the stalled rule's 300 s, so
 a run that stops says "stalled" first and its open alerts follow.
@@ -42,6 +51,7 @@ from server.alarms.store import AlarmStore
 from server.domain import signals
 from server.domain.alarms import Rule
 from server.domain.metrics import NONFINITE_WATCHED
+from server.domain.sampler import SAMPLER_ONLY_LABEL
 from server.domain.scopes import ALL_PROJECTS
 from server.storage import packs
 
@@ -78,9 +88,21 @@ sequence means most of all) at the cost of one more false alarm in some 1.7 mill
 RATIO_WHY = """A steady offset of the mean importance ratio from 1 is what raw instead of processed
 logprobs, a sampler-only penalty, or a top-p/top-k the trainer ignores look like, from the first
 step. A healthy token mean of r stays within a few ×1e-4 of 1 (its sampling error over 1e4+
-tokens); 50 ×1e-4 held for 3 steps is far outside that. Sequence-level, truncated ratios (TRL,
-ms-swift) are scaled down by `signals.SEQ_RATIO_NOISE` first, which puts 50 at a mean of 0.8
-or 1.2."""
+tokens); 50 ×1e-4 held for 3 steps is far outside that. TRL's per-sequence ratio is scaled down
+by `signals.SEQ_RATIO_NOISE` first, which puts 50 at a mean of 0.3: a healthy run with long
+completions reads down to 0.35 (see there)."""
+
+SAMPLER_HIGH_WHY = """On a run whose config records a sampler-only setting, the question is no
+longer whether the run is mismatched but whether the setting shows: 1e-3 is the top of the k3
+that healthy dense bf16 runs log (1e-5 … 1e-3), and a sampler-only repetition penalty of 1.1 on
+this CPU's tiny model reads a mean |d| of 0.028 (3e-3 on the k3 scale), below the 0.025 that
+spares every healthy run but three times this. Three steps, so one noisy step does not decide."""
+
+SAMPLER_RATIO_WHY = """14 ×1e-4 puts TRL's per-sequence ratio at 0.8 (a fifth of the rollout's
+weight gone from TRL's correction): the real TRL GRPO runs on this CPU read 0.92–1.06 without a
+penalty and 0.31–1.02 at a repetition penalty of 1.1, below 0.8 from their third step. Token-level
+ratio means (ours, verl, ms-swift) leave 14 ×1e-4 only at a healthy k3 near 1e-2; on a run with a
+sampler-only setting that is no false alarm to spare."""
 
 MPE_WHY = """NeMo calls 1.05 worth a look, but a healthy run at k3 ≈ 1e-2 whose mismatch sits on
 10% of the tokens hovers at 1.03–1.06 and its noise crossed 1.05 for 3 steps ten times per 10k
@@ -206,6 +228,27 @@ PACK: list[dict[str, Any]] = [
     },
 ]
 
+SAMPLER_PACK: list[dict[str, Any]] = [
+    {
+        "name": "vllm-kl high (sampler-only setting)",
+        "kind": "threshold",
+        "metric": signals.VLLM_KL,
+        "label": SAMPLER_ONLY_LABEL,
+        "severity": "warning",
+        "params": {"threshold": 1e-3, "direction": "above", "for_steps": 3},
+    },
+    {
+        "name": "ratio drift (sampler-only setting)",
+        "kind": "threshold",
+        "metric": signals.RATIO,
+        "label": SAMPLER_ONLY_LABEL,
+        "severity": "warning",
+        "params": {"threshold": 14.0, "abs": True, "direction": "above", "for_steps": 3},
+    },
+]
+"""Rules for runs labelled with a sampler-only setting: a pack of its own, so projects that
+received the default pack before it existed receive this one once too."""
+
 WHY: dict[str, str] = {
     "vllm-kl spike": SPIKE_WHY,
     "vllm-kl rise": RISE_WHY,
@@ -213,30 +256,39 @@ WHY: dict[str, str] = {
     "ratio drift": RATIO_WHY,
     "mult prob error": MPE_WHY,
     "collapse precursor": PRECURSOR_WHY,
+    "vllm-kl high (sampler-only setting)": SAMPLER_HIGH_WHY,
+    "ratio drift (sampler-only setting)": SAMPLER_RATIO_WHY,
 }
 """Why a tuned rule has the numbers it has, by rule name (the others keep their first values,
 which the corpus found quiet: entropy collapse, non-finite, stalled)."""
 
 
 PACK_NAME = "default"
-"""The name a project's receipt of this pack is recorded under (`project_packs`)."""
+"""The name a project's receipt of the default pack is recorded under (`project_packs`)."""
+
+PACKS: dict[str, list[dict[str, Any]]] = {PACK_NAME: PACK, "sampler-only": SAMPLER_PACK}
+"""Every pack a project receives, by receipt name, in the order given."""
+
+DEFAULT_RULES: list[dict[str, Any]] = [spec for specs in PACKS.values() for spec in specs]
+"""What a new project starts with: every pack's rules."""
 
 
 def seed_defaults(store: AlarmStore, project: str) -> list[Rule]:
-    """Give a project the default pack once, however the project was made (live ingest, an
-    import, a token or a rule made through the API); returns what it made — nothing for a
-    project that received the pack before, even if its team deleted every rule since."""
+    """Give a project each pack once, however the project was made (live ingest, an import, a
+    token or a rule made through the API); returns what it made — nothing for a pack the
+    project received before, even if its team deleted every rule since."""
     if project == ALL_PROJECTS:
         return []
-    pack = [Rule(id=ids.rule(), project=project, **spec) for spec in PACK]
-    return packs.receive(store.db, project, PACK_NAME, pack)
+    made: list[Rule] = []
+    for name, specs in PACKS.items():
+        pack = [Rule(id=ids.rule(), project=project, **spec) for spec in specs]
+        made.extend(packs.receive(store.db, project, name, pack))
+    return made
 
 
 def seed_pending(store: AlarmStore) -> list[Rule]:
-    """The pack for every project the database knows that never received it (projects made by
-    an import before imports gave it, or by a version that did not record receipts)."""
-    return [
-        rule
-        for project in packs.pending(store.db, PACK_NAME)
-        for rule in seed_defaults(store, project)
-    ]
+    """The packs for every project the database knows that never received them (projects made
+    by an import before imports gave them, by a version that did not record receipts, or
+    before a pack existed)."""
+    pending = sorted({project for name in PACKS for project in packs.pending(store.db, name)})
+    return [rule for project in pending for rule in seed_defaults(store, project)]

@@ -20,7 +20,7 @@ alert reads in the signal's own units ("abs_logp_diff_mean 0.27 above 0.25"). Th
 | ratio_dev_1e4 (token and sequence level) | x | the family's unit |
 | ratio mean (token, sequence) | (x − 1) · 10⁴ | the definition of ratio_dev_1e4 |
 | verl's and ms-swift's importance-weight mean | (x − 1) · 10⁴ | truncated per token (their token-level modes): truncation at C ≥ 2 only touches tokens with d > log 2, rare on a healthy run, so the mean stays a token mean of r |
-| TRL's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence (TRL's default `sequence_mask`), masked beyond 3: far noisier than a token mean, see `SEQ_RATIO_NOISE` |
+| TRL's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence (TRL's default `sequence_mask`), masked beyond its cap: far noisier than a token mean, and pulled down by long completions, see `SEQ_RATIO_NOISE` |
 
 Max-type metrics (`abs_logp_diff_max`, `ratio_max`, `k3_kl_max`) are never members: on healthy
 runs they often sit at a clamp or cap every step, so a level on them says nothing.
@@ -56,13 +56,15 @@ sampler-only repetition penalty of 1.1 and 7.2 at 1.3 (`benchmarks/parity_penalt
 those runs logged, and a TRL run at a mean |d| of 0.25 (the public repetition-penalty run) reads
 a k3 of 0.25, five times the vllm-kl high rule's 0.05."""
 
-SEQ_RATIO_NOISE = 40.0
-"""How much noisier a per-sequence, truncated importance-ratio mean is than a token mean of r,
-as a divisor of its deviation. TRL's `importance_sampling_ratio/mean` on a healthy run with vLLM
-in colocate mode on this CPU reads 0.98–1.01 (a deviation up to 200 in ratio_dev_1e4 units, four
-times the drift rule's 50), and 0.47–0.71 with a sampler-only repetition penalty of 1.1. Dividing
-by 40 puts the drift rule's 50 at a mean ratio of 0.8 or 1.2: ten times a healthy run's
-deviation, and under half of the penalised run's."""
+SEQ_RATIO_NOISE = 140.0
+"""How much noisier a per-sequence, masked importance-ratio mean is than a token mean of r, as a
+divisor of its deviation. TRL's ratio is one per sequence, exp of the sum of its tokens' gaps,
+and its default `sequence_mask` zeroes sequences past its cap, so on long completions a healthy
+per-token gap pulls the mean itself down: the alarm corpus's healthy runs (k3 up to 1e-2,
+completions of 32–256 tokens) hold it as low as 0.35 for three steps, while real TRL GRPO runs on
+this CPU read 0.92–1.06 at 160 tokens. Dividing by 140 puts the ratio-drift rule's 50 at a mean
+ratio of 0.3 (or 1.7), below every healthy run; runs whose config records a sampler-only setting
+are held to 0.8 by a rule of their own (`server/alarms/defaults.py`)."""
 
 Conversion = Literal[
     "same", "magnitude", "square", "excess_square", "deviation", "scaled_deviation"
@@ -185,7 +187,8 @@ SIGNALS: tuple[Signal, ...] = (
     _ratio(
         "ratio_mean@trl",
         "importance ratio mean (TRL)",
-        "TRL's mean importance ratio, one per sequence and truncated: ≈ 1 ± 0.02 when healthy",
+        "TRL's mean importance ratio, one per sequence and masked past its cap: ≈ 1 ± 0.06 "
+        "when healthy on short completions, lower on long ones",
         "scaled_deviation",
     ),
     _ratio(

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
+from server.domain import sampler
 from server.domain.names import DEFAULT_RUN_KIND
 from server.domain.records import RunUpsert
 from server.storage import sql
@@ -78,20 +79,25 @@ def upsert(
         updates["name"] = run.name
     if run.tags is not None:
         updates["tags"] = json.dumps(list(run.tags))
-    if run.labels is not None:
-        updates["labels"] = json.dumps(dict(run.labels))
     if run.status is not None:
         updates["status"] = run.status
     if run.kind is not None:
         updates["kind"] = run.kind
+    derived = sampler.derived_of(existing.labels)
     if run.config:
         stored = conn.execute(
             sa.select(t.runs.c.config).where(t.runs.c.pk == existing.pk)
         ).scalar_one()
-        updates["config"] = dumps({**json.loads(stored), **run.config})
+        merged = {**json.loads(stored), **run.config}
+        updates["config"] = dumps(merged)
+        derived = sampler.derived_labels(merged)
+    labels = sampler.with_derived(
+        run.labels if run.labels is not None else existing.labels, derived
+    )
+    if labels != existing.labels:
+        updates["labels"] = json.dumps(labels)
     if updates:
         conn.execute(sa.update(t.runs).where(t.runs.c.pk == existing.pk).values(**updates))
-    labels = run.labels if run.labels is not None else existing.labels
     return RunRef(existing.pk, existing.id, existing.project, labels)
 
 
@@ -101,7 +107,9 @@ def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRe
         "project": project,
         "name": run.name or run.id,
         "tags": json.dumps(list(run.tags or [])),
-        "labels": json.dumps(dict(run.labels or {})),
+        "labels": json.dumps(
+            sampler.with_derived(run.labels or {}, sampler.derived_labels(run.config or {}))
+        ),
         "config": dumps(run.config or {}),
         "status": run.status or "running",
         "kind": run.kind or DEFAULT_RUN_KIND,

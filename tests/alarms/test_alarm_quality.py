@@ -164,7 +164,13 @@ def test_replay_does_not_feed_resent_steps_twice() -> None:
 
 # -- scoring ---------------------------------------------------------------------------------------
 def test_k3_rules_of_default_pack_include_precursor_only_k3_watchers() -> None:
-    assert k3_rules(PACK) == {"vllm-kl spike", "vllm-kl rise", "vllm-kl high", "collapse precursor"}
+    assert k3_rules(PACK) == {
+        "vllm-kl spike",
+        "vllm-kl rise",
+        "vllm-kl high",
+        "vllm-kl high (sampler-only setting)",
+        "collapse precursor",
+    }
 
 
 def test_false_alarms_count_each_firing_transition_per_10k_healthy_steps() -> None:
@@ -265,6 +271,8 @@ def test_mismatch_rules_of_default_pack_are_the_signal_rules() -> None:
         "ratio drift",
         "mult prob error",
         "collapse precursor",
+        "vllm-kl high (sampler-only setting)",
+        "ratio drift (sampler-only setting)",
     }
 
 

@@ -9,14 +9,14 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from server.alarms.defaults import PACK
+from server.alarms.defaults import DEFAULT_RULES, SAMPLER_PACK
 from server.storage import migrate
 from server.storage.db import Database
 from tests.factories import record, run_upsert
 from tests.importers.stored import mismatch
 from tests.importers.test_wandb import write_csv
 
-PACK_NAMES = sorted(spec["name"] for spec in PACK)
+PACK_NAMES = sorted(spec["name"] for spec in DEFAULT_RULES)
 
 
 def _rule_names(server: Any, project: str) -> list[str]:
@@ -72,7 +72,7 @@ def test_a_project_whose_rules_were_all_deleted_stays_without_them(
     server = server_factory(db)
     _high_k3(server, "first", "quiet", range(1, 2))
     rules = server.query("/api/v1/rules?project=quiet")["data"]
-    assert len(rules) == len(PACK)
+    assert len(rules) == len(DEFAULT_RULES)
     for rule in rules:
         assert httpx.delete(f"{server.url}/api/v1/rules/{rule['id']}").status_code == 204
     server.stop()
@@ -155,7 +155,9 @@ def test_the_migration_records_projects_with_rules_and_the_server_seeds_the_othe
     finally:
         database.dispose()
     server = server_factory(url)
-    assert _rule_names(server, "live") == ["vllm-kl high"]  # received the pack before
+    # It received the default pack before; the sampler-only pack came later, and comes once.
+    sampler = [spec["name"] for spec in SAMPLER_PACK]
+    assert _rule_names(server, "live") == sorted(["vllm-kl high", *sampler])
     assert _rule_names(server, "imported") == PACK_NAMES
     server.stop()
     server = server_factory(url)  # a second start changes nothing

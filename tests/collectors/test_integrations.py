@@ -136,6 +136,52 @@ def test_trl_callback_forwards_grpo_logs_under_our_names(tmp_path: Path) -> None
     run.close()
 
 
+def test_trl_callback_records_the_generation_settings_when_training_begins(
+    tmp_path: Path,
+) -> None:
+    """What a GRPOConfig holds of sampling (here a stand-in with its field names): recorded
+    under `trl` from the main process, with the processed logprobs TRL's vLLM path asks for."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from collectors.integrations.trl import MismatchCallback
+
+    args = SimpleNamespace(
+        temperature=0.9,
+        top_p=1.0,
+        top_k=0,
+        min_p=None,
+        repetition_penalty=1.1,
+        generation_kwargs={"presence_penalty": 0.2},
+        use_vllm=True,
+        vllm_mode="colocate",
+        output_dir=tmp_path,  # no generation setting: not recorded
+        loss_type=SimpleNamespace(),  # a value JSON cannot hold: recorded as its text
+    )
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    callback = MismatchCallback(run)
+    callback.on_train_begin(args, _state(0, main=False), TrainerControl())
+    callback.on_train_begin(args, _state(0), TrainerControl())
+    callback.on_log(args, _state(1), TrainerControl(), logs=TRL_LOGS)
+    assert run.flush(10)
+    recorded = transport.batches[-1]["run"]["config"]["trl"]
+    assert recorded == {
+        "temperature": 0.9,
+        "top_p": 1.0,
+        "top_k": 0,
+        "min_p": None,
+        "repetition_penalty": 1.1,
+        "generation_kwargs": {"presence_penalty": 0.2},
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "loss_type": str(args.loss_type),
+        "logprobs_mode": "processed_logprobs",
+    }
+    run.close()
+
+
 @pytest.mark.slow
 def test_trl_callback_rides_a_real_transformers_trainer(tmp_path: Path) -> None:
     """Two optimiser steps of a real `transformers.Trainer` on a tiny model: what the Trainer

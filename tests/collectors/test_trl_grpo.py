@@ -54,7 +54,14 @@ MAPPED = {
     "grad_norm": "grad_norm",
     "loss": "loss",
 }
-MISMATCH_RULES = {"vllm-kl spike", "vllm-kl rise", "vllm-kl high", "ratio drift"}
+MISMATCH_RULES = {
+    "vllm-kl spike",
+    "vllm-kl rise",
+    "vllm-kl high",
+    "ratio drift",
+    "vllm-kl high (sampler-only setting)",
+    "ratio drift (sampler-only setting)",
+}
 
 
 def distinct_words(completions: list[str], **kwargs: Any) -> list[float]:
@@ -182,7 +189,6 @@ def trained(
     run = collectors.init(server.url, project=PROJECT, run_id=run_id, spool_dir=tmp_path / "spool")
     trainer = None
     try:
-        run.update_config({"repetition_penalty": request.param})
         assert run.flush(30), "the run never reached the server"
         made = server.post("/api/v1/receivers", {"project": PROJECT, "url": receiver.url})
         assert made.status_code == 201, made.text
@@ -217,17 +223,29 @@ def test_sampler_only_repetition_penalty_warns_by_step_10_naming_trls_ratio(
     def firing() -> list[dict[str, Any]]:
         return [p for _, p in receiver.delivered() if p.get("type") == "alert.firing"]
 
-    (alert, *_) = wait_for(firing, 60, message="no alert reached the receiver")
-    assert alert["rule"] == "ratio drift"
-    assert alert["severity"] == "warning"
-    assert alert["run"] == run_id
-    assert alert["metric"] == "ratio_mean@trl"
-    assert alert["signal"]["metric"] == "ratio_mean@trl"
-    assert alert["step"] <= 10
-    # What fired is what TRL logged at that step, under our name.
+    alerts = wait_for(firing, 60, message="no alert reached the receiver")
+    # The callback recorded TRL's generation settings; the server read the penalty in them.
+    run = server.query(f"/api/v1/runs/{run_id}")
+    assert run["config"]["trl"]["repetition_penalty"] == 1.1
+    assert run["labels"] == {"mismatch.sampler_only": "repetition_penalty=1.1"}
+    assert {a["rule"] for a in alerts} <= {
+        "ratio drift (sampler-only setting)",
+        "vllm-kl high (sampler-only setting)",
+    }
+    assert all(a["severity"] == "warning" and a["run"] == run_id for a in alerts)
+    assert min(a["step"] for a in alerts) <= 10
+    # Each alert names the signal it read, and what fired is what TRL logged then, by our name.
+    theirs = {
+        "ratio_mean@trl": "sampling/importance_sampling_ratio/mean",
+        "abs_logp_diff_mean": "sampling/sampling_logp_difference/mean",
+    }
+    for alert in alerts:
+        assert alert["signal"]["metric"] == alert["metric"] in theirs
+        values = logged(trainer, theirs[alert["metric"]])
+        assert series(server, run_id, alert["metric"]) == pytest.approx(values)
+        assert alert["value"] == pytest.approx(values[alert["step"]])
     ratio = logged(trainer, "sampling/importance_sampling_ratio/mean")
-    assert series(server, run_id, "ratio_mean@trl") == pytest.approx(ratio)
-    assert not 0.8 <= ratio[alert["step"]] <= 1.2
+    assert any(r < 0.8 for step, r in ratio.items() if step <= 10)
 
 
 @pytest.mark.parametrize("trained", [1.0], indirect=True)
@@ -245,8 +263,10 @@ def test_same_run_without_the_penalty_pages_nobody(
     for theirs, ours in MAPPED.items():
         assert series(server, run_id, ours) == pytest.approx(logged(trainer, theirs)), ours
     assert sorted(logged(trainer, "loss")) == list(range(1, STEPS + 1))
-    config = server.query(f"/api/v1/runs/{run_id}")["config"]
-    assert config["framework"] == {"name": "trl", "version": trl.__version__}
+    run = server.query(f"/api/v1/runs/{run_id}")
+    assert run["config"]["framework"] == {"name": "trl", "version": trl.__version__}
+    assert run["config"]["trl"]["repetition_penalty"] == 1.0
+    assert "mismatch.sampler_only" not in run["labels"]
     # TRL took the in-place reload at every step, and the engine holds the trainer's weights
     # (those of the last step's start, one optimiser step behind) to its own precision: vLLM's
     # CPU build runs this float32 checkpoint in bfloat16.

@@ -1,0 +1,52 @@
+"""Runs whose recorded config names a sampler-only setting (a repetition penalty, top-k, top-p,
+min-p, a temperature beside raw logprobs) carry the server's `mismatch.sampler_only` label, which
+the sampler-only rule pack selects on. The server sets it whenever a config arrives; this gives
+it to runs stored before, from their stored config, so their next steps are watched too.
+
+Revision ID: 0013
+Revises: 0012
+Create Date: 2026-11-28
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from alembic import op
+
+from server.domain import sampler
+
+revision = "0013"
+down_revision = "0012"
+branch_labels = None
+depends_on = None
+
+_runs = sa.table("runs", sa.column("pk", sa.BigInteger), sa.column("labels"), sa.column("config"))
+
+
+def upgrade() -> None:
+    conn = op.get_bind()
+    rows = conn.execute(sa.select(_runs.c.pk, _runs.c.labels, _runs.c.config)).all()
+    for pk, labels_text, config_text in rows:
+        try:
+            labels, config = json.loads(labels_text or "{}"), json.loads(config_text or "{}")
+        except ValueError:
+            continue  # a document this version cannot read: left as it is
+        if not isinstance(labels, dict) or not isinstance(config, dict):
+            continue
+        labelled = sampler.with_derived(labels, sampler.derived_labels(config))
+        if labelled != labels:
+            conn.execute(
+                sa.update(_runs).where(_runs.c.pk == pk).values(labels=json.dumps(labelled))
+            )
+
+
+def downgrade() -> None:
+    conn = op.get_bind()
+    rows = conn.execute(sa.select(_runs.c.pk, _runs.c.labels)).all()
+    for pk, labels_text in rows:
+        labels = json.loads(labels_text or "{}")
+        if isinstance(labels, dict) and sampler.derived_of(labels):
+            kept = sampler.with_derived(labels, {})
+            conn.execute(sa.update(_runs).where(_runs.c.pk == pk).values(labels=json.dumps(kept)))

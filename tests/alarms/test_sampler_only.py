@@ -1,0 +1,216 @@
+"""Runs whose config records a sampler-only setting: the server labels them from the config, and
+the default packs watch them at tighter levels than a run that could be healthy."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from server.alarms.defaults import DEFAULT_RULES
+from server.alarms.evaluation import Evaluator
+from server.domain.alarms import Rule
+from server.domain.records import StoredRecord
+from server.domain.sampler import SAMPLER_ONLY_LABEL, derived_labels, sampler_only
+from tests.factories import record, run_upsert
+
+PENALTY = {SAMPLER_ONLY_LABEL: "repetition_penalty=1.1"}
+NEUTRAL = {
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "top_k": -1,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "temperature": 0.7,  # processed logprobs: the trainer applies it too
+}
+
+
+# -- what a config says ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("repetition_penalty", 1.1),
+        ("presence_penalty", 0.5),
+        ("frequency_penalty", -0.2),
+        ("top_k", 50),
+        ("top_p", 0.95),
+        ("min_p", 0.05),
+    ],
+)
+def test_each_sampler_only_setting_is_named_wherever_it_is_nested(key: str, value: float) -> None:
+    config = {"trainer": {"lr": 1e-6}, "rollout": {"sampling": {**NEUTRAL, key: value}}}
+    assert sampler_only(config) == [f"{key}={value}"]
+    assert derived_labels(config) == {SAMPLER_ONLY_LABEL: f"{key}={value}"}
+
+
+def test_neutral_settings_and_text_values_name_nothing() -> None:
+    assert sampler_only(NEUTRAL) == []
+    assert sampler_only({"top_k": 0, "min_p": None, "repetition_penalty": "off"}) == []
+    assert derived_labels({"trl": NEUTRAL}) == {}
+
+
+def test_a_temperature_counts_only_beside_raw_logprobs() -> None:
+    assert sampler_only({"temperature": 0.7, "logprobs_mode": "processed_logprobs"}) == []
+    raw = {"engine": {"logprobs_mode": "raw_logprobs"}, "rollout": {"temperature": 0.7}}
+    assert sampler_only(raw) == ["temperature=0.7"]
+
+
+def test_validation_sampling_is_not_the_rollouts() -> None:
+    config = {"rollout": {"top_p": 1.0, "val_kwargs": {"top_p": 0.7}}, "eval": {"top_k": 20}}
+    assert sampler_only(config) == []
+
+
+def test_a_setting_recorded_twice_is_named_once_and_the_label_fits_the_contract() -> None:
+    config = {"trainer": {"repetition_penalty": 1.1}, "engine": {"repetition_penalty": 1.1}}
+    assert sampler_only(config) == ["repetition_penalty=1.1"]
+    many = {f"block_{i:03d}": {"top_k": 10 + i, "top_p": 0.9} for i in range(40)}
+    (label,) = derived_labels({**many, "repetition_penalty": 1.3}).values()
+    assert len(label) <= 200
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["repetition_penalty", "presence_penalty", "frequency_penalty"]),
+        st.floats(allow_nan=False, allow_infinity=False),
+        min_size=1,
+    )
+)
+def test_a_penalty_is_named_exactly_when_it_is_not_neutral(penalties: dict[str, float]) -> None:
+    neutral = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+    named = {entry.split("=")[0] for entry in sampler_only(penalties)}
+    assert named == {k for k, v in penalties.items() if v != neutral[k]}
+
+
+# -- what the default packs do with it -------------------------------------------------------------
+def _fired(steps: list[dict[str, float]], labels: dict[str, str]) -> list[tuple[str, str, int]]:
+    rules = [Rule(id=spec["name"], project="p", **spec) for spec in DEFAULT_RULES]
+    evaluator = Evaluator(rules)
+    out = []
+    for step, metrics in enumerate(steps, start=1):
+        rec = StoredRecord("r", "p", labels, "trainer", "a", step, 1e3 + step, None, None, metrics)
+        for f in evaluator.feed(evaluator.plan([rec]), now=1e3 + step):
+            if f.transition.kind == "firing":
+                out.append((f.rule.name, f.metric, f.subject.step))
+    return out
+
+
+def test_trls_ratio_at_a_healthy_long_run_level_pages_only_a_run_with_a_penalty() -> None:
+    """0.6 is where healthy runs with long completions can sit (a sequence ratio masked past
+    its cap) and where the real penalty-1.1 run sits: the config tells them apart."""
+    steps = [{"ratio_mean@trl": 0.6, "abs_logp_diff_mean": 0.012} for _ in range(12)]
+    assert _fired(steps, {}) == []
+    assert _fired(steps, PENALTY) == [("ratio drift (sampler-only setting)", "ratio_mean@trl", 3)]
+
+
+def test_a_small_steady_gap_pages_a_run_with_a_penalty_and_spares_one_without() -> None:
+    steps = [{"abs_logp_diff_mean": 0.028} for _ in range(12)]  # 3.1e-3 on the k3 scale
+    assert _fired(steps, {}) == []
+    assert _fired(steps, PENALTY) == [
+        ("vllm-kl high (sampler-only setting)", "abs_logp_diff_mean", 3)
+    ]
+
+
+def test_a_run_with_a_setting_that_moves_nothing_stays_quiet() -> None:
+    steps = [{"k3_kl": 4e-4, "ratio_dev_1e4": 3.0} for _ in range(30)]
+    assert _fired(steps, PENALTY) == []
+
+
+# -- through a real server -------------------------------------------------------------------------
+def _run(server: Any, run_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = server.query(f"/api/v1/runs/{run_id}")
+    return found
+
+
+def _send(server: Any, body: dict[str, Any]) -> None:
+    response = server.post("/api/v1/ingest", body)
+    assert response.status_code == 200, response.text
+
+
+def test_the_server_labels_a_run_from_its_config_and_keeps_the_label_its_own(
+    server_factory: Any,
+) -> None:
+    server = server_factory()
+    _send(server, {"run": run_upsert("r", labels={"team": "a"}), "records": []})
+    assert _run(server, "r")["labels"] == {"team": "a"}
+    # A config that arrives later (the trainer's arguments at train start) adds the label.
+    _send(server, {"run": run_upsert("r", config={"trl": {"repetition_penalty": 1.1}})})
+    assert _run(server, "r")["labels"] == {"team": "a", **PENALTY}
+    # New labels from the client keep it; a value of the client's own under its key does not.
+    _send(server, {"run": run_upsert("r", labels={"team": "b", SAMPLER_ONLY_LABEL: "no"})})
+    assert _run(server, "r")["labels"] == {"team": "b", **PENALTY}
+    listed = server.query(f"/api/v1/runs?label={SAMPLER_ONLY_LABEL}")["data"]
+    assert [run["id"] for run in listed] == ["r"]
+    # The setting taken back, the label goes.
+    _send(server, {"run": run_upsert("r", config={"trl": {"repetition_penalty": 1.0}})})
+    assert _run(server, "r")["labels"] == {"team": "b"}
+    listed = server.query(f"/api/v1/runs?label={SAMPLER_ONLY_LABEL}")["data"]
+    assert listed == []
+
+
+def test_a_trl_run_with_a_recorded_penalty_alerts_by_step_3_naming_the_setting_and_signal(
+    server_factory: Any,
+) -> None:
+    server = server_factory()
+    config = {"trl": {"repetition_penalty": 1.1, "top_k": 0, "top_p": 1.0}}
+    for run_id, upsert in (
+        ("penalised", run_upsert("penalised", project="t", config=config)),
+        ("plain", run_upsert("plain", project="t")),
+    ):
+        steps = [
+            record(run_id, s, {"ratio_mean@trl": 0.6, "abs_logp_diff_mean": 0.012})
+            for s in range(1, 11)
+        ]
+        _send(server, {"run": upsert, "records": steps})
+    alerts = server.query("/api/v1/alerts?project=t")["data"]
+    assert [(a["run_id"], a["rule_name"], a["metric"], a["step"]) for a in alerts] == [
+        ("penalised", "ratio drift (sampler-only setting)", "ratio_mean@trl", 3)
+    ]
+    assert _run(server, "penalised")["labels"] == PENALTY
+
+
+@pytest.mark.parametrize(
+    "db_kind", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_runs_stored_before_the_label_get_it_from_their_config_on_upgrade(
+    db_kind: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    import sqlalchemy as sa
+
+    from server.storage import migrate
+    from server.storage.db import Database
+
+    if db_kind == "duckdb":
+        url = str(tmp_path / "old.duckdb")
+    else:
+        from tests.conftest import fresh_pg_database
+
+        url = fresh_pg_database(request.getfixturevalue("postgres_url"))
+    database = Database(url)
+    try:
+        migrate.upgrade(database, "0012")
+        runs = {
+            "penalised": ('{"team": "a"}', '{"engine": {"top_p": 0.9}}'),
+            "plain": ('{"team": "b"}', '{"engine": {"top_p": 1.0}}'),
+        }
+        with database.write() as conn:
+            for run_id, (labels, config) in runs.items():
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO runs (id, project, name, labels, config, created_at) "
+                        "VALUES (:id, 'p', :id, :labels, :config, 0)"
+                    ),
+                    {"id": run_id, "labels": labels, "config": config},
+                )
+        migrate.upgrade(database)
+        with database.read() as conn:
+            rows = conn.execute(sa.text("SELECT id, labels FROM runs ORDER BY id")).all()
+    finally:
+        database.dispose()
+    assert [(r[0], json.loads(r[1])) for r in rows] == [
+        ("penalised", {"team": "a", SAMPLER_ONLY_LABEL: "top_p=0.9"}),
+        ("plain", {"team": "b"}),
+    ]
