@@ -49,20 +49,21 @@ SETTINGS = (
     "beta",
 )
 """The trainer arguments recorded in the run's config: what decides the rollouts' distribution
-and how TRL corrects for the mismatch. TRL asks vLLM for processed logprobs, so a temperature is
-applied on both sides."""
+and how TRL corrects for the mismatch. TRL asks a colocated vLLM for processed logprobs, so a
+temperature is applied on both sides."""
 
 
 def settings(args: Any) -> dict[str, Any]:
     """The `SETTINGS` that `args` has, JSON-ready (a value JSON cannot hold as its text), plus
-    the logprobs mode TRL's vLLM path uses."""
+    the logprobs mode of a colocated vLLM, which TRL starts itself (a vLLM server runs with
+    whatever mode it was started with)."""
     out: dict[str, Any] = {}
     for name in SETTINGS:
         if hasattr(args, name):
             value = getattr(args, name)
             ok = value is None or isinstance(value, (bool, int, float, str, dict, list))
             out[name] = value if ok else str(value)
-    if out.get("use_vllm"):
+    if out.get("use_vllm") and out.get("vllm_mode") == "colocate":
         out["logprobs_mode"] = "processed_logprobs"
     return out
 

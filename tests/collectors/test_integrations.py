@@ -145,7 +145,7 @@ def test_trl_callback_records_the_generation_settings_when_training_begins(
 
     from transformers import TrainerControl
 
-    from collectors.integrations.trl import MismatchCallback
+    from collectors.integrations.trl import MismatchCallback, settings
 
     args = SimpleNamespace(
         temperature=0.9,
@@ -179,6 +179,9 @@ def test_trl_callback_records_the_generation_settings_when_training_begins(
         "loss_type": str(args.loss_type),
         "logprobs_mode": "processed_logprobs",
     }
+    # A vLLM server keeps the mode it was started with: nothing is claimed for it.
+    args.vllm_mode = "server"
+    assert "logprobs_mode" not in settings(args)
     run.close()
 
 
