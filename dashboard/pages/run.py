@@ -19,6 +19,7 @@ step, the panels' series, the annotations, GPU segments and alerts come back tog
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,6 +34,7 @@ from server.domain.metrics import METRIC_MAP_KEY
 from server.domain.reads.run_view import RunView
 from server.domain.reads.runs import JsonObject, RunDetail
 from server.domain.reads.scope import ReadScope
+from server.domain.sampler import SAMPLER_ONLY_LABEL
 from server.errors import Conflict, NotFound
 from server.figures.points import Note, points
 from server.figures.series import series_figure
@@ -42,6 +44,7 @@ from server.services.reads import Reads
 log = logging.getLogger("mismatch_monitor.dashboard")
 INLINE = {"display": "inline-block", "marginLeft": "12px"}
 MUTED = {"color": "#555", "marginBottom": "8px"}
+WARN = {"color": "#8a4b00", "marginBottom": "8px"}
 
 
 def layout(
@@ -81,6 +84,7 @@ def layout(
                 style={"color": "#555", "marginBottom": "8px"},
             ),
             html.Div(metric_map_line(detail.config), id=ids.RUN_METRIC_MAP, style=MUTED),
+            html.Div(sampler_only_line(detail.labels), id=ids.RUN_SAMPLER_ONLY, style=WARN),
             _controls(params, sorted({m.name for m in metrics})),
             dcc.Store(id=ids.RUN_VIEW, data=view.as_dict()),
             dcc.Store(id=ids.RUN_ZOOM, data=run_data.zoom_of(view)),
@@ -122,6 +126,18 @@ def metric_map_line(config: JsonObject) -> str | None:
     if not isinstance(mapping, dict) or not mapping:
         return None
     return "metrics mapped by the user: " + ", ".join(f"{k} → {v}" for k, v in mapping.items())
+
+
+def sampler_only_line(labels: Mapping[str, str]) -> str | None:
+    """The line naming the run's sampler-only settings, which the server read in its config;
+    None where it records none."""
+    settings = labels.get(SAMPLER_ONLY_LABEL)
+    if not settings:
+        return None
+    return (
+        f"sampler-only setting: {settings} — applied by the rollout's sampler and not by the "
+        "trainer, a mismatch from the first step (alarms watch this run at tighter levels)"
+    )
 
 
 def _or_dash(value: int | None) -> int | str:

@@ -214,3 +214,24 @@ def test_runs_stored_before_the_label_get_it_from_their_config_on_upgrade(
         ("penalised", {"team": "a", SAMPLER_ONLY_LABEL: "top_p=0.9"}),
         ("plain", {"team": "b"}),
     ]
+
+
+def test_the_run_page_names_the_setting_and_only_where_there_is_one(migrated_db: Any) -> None:
+    from dashboard import ids
+    from dashboard.pages import run as run_page
+    from server.auth import OPEN
+    from server.domain.reads.scope import ReadScope
+    from server.services.ingest import IngestService
+    from server.services.reads import Reads
+    from tests.components import find
+    from tests.factories import ingest_batch
+
+    ingest = IngestService(migrated_db)
+    penalised = {"id": "pen", "project": "p", "config": {"engine": {"top_k": 20}}}
+    for run in (penalised, {"id": "plain", "project": "p"}):
+        ingest.ingest(ingest_batch({"run": run, "records": []}), OPEN)
+    reads, every = Reads.over(migrated_db), ReadScope.EVERY
+    line = find(run_page.layout(reads, every, {"run": "pen"}), ids.RUN_SAMPLER_ONLY).children
+    plain = find(run_page.layout(reads, every, {"run": "plain"}), ids.RUN_SAMPLER_ONLY).children
+    assert line.startswith("sampler-only setting: top_k=20 — applied by the rollout's sampler")
+    assert plain is None
