@@ -202,8 +202,7 @@ class RunQueries:
         """Run summaries from run rows and heads: no value is read."""
         pks = [r.pk for r in rows]
         gpus = runs.gpus(conn, pks)
-        latest = series.latest_values(conn, pks, LATEST)
-        headlines = heads.headlines(conn, pks)
+        found = heads.summary_heads(conn, pks, LATEST)
         firing = run_pages.firing_counts(conn, [(r.project, r.id) for r in rows])
         now = time.time()
         return [
@@ -218,8 +217,8 @@ class RunQueries:
                 last_seen=row.last_seen,
                 last_step=row.last_step,
                 gpus=tuple(gpus.get(row.pk, [])),
-                latest=latest.get(row.pk, {}),
-                headline=_headline(headlines.get(row.pk)),
+                latest=found.latest.get(row.pk, {}),
+                headline=_headline(found.headlines.get(row.pk)),
                 firing_alerts=firing.get((row.project, row.id), 0),
                 raw_dropped=row.raw_dropped_at is not None,
                 kind=row.kind,

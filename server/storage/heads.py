@@ -12,6 +12,7 @@ export it without reading a value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -264,6 +265,57 @@ def headlines(conn: Connection, run_pks: Sequence[int]) -> dict[int, tuple[str, 
         for row in conn.execute(query)
         if row.value is not None
     }
+
+
+@dataclass(frozen=True)
+class SummaryHeads:
+    """What run summaries show of their runs' series, from one read of the heads."""
+
+    latest: dict[int, dict[str, float]]  # per run: the value at the last step of each metric
+    headlines: dict[int, tuple[str, float]]  # per run: (headline metric, its latest value)
+
+
+def summary_heads(conn: Connection, run_pks: Sequence[int], latest: Sequence[str]) -> SummaryHeads:
+    """The latest value of each of the `latest` metrics per run (the trainer's when it has one,
+    else the actor that reported last) and each run's headline (as `headlines` picks it: the
+    first of `HEADLINE_ORDER` its trainer logs, the highest latest value over the trainer's
+    actors, NaN above every number as the databases order it), in one read of the heads."""
+    if not run_pks:
+        return SummaryHeads({}, {})
+    s = t.series.c
+    names = sorted({*latest, *HEADLINE_ORDER})
+    query = (
+        sa.select(s.run_pk, s.metric, s.source, s.last_step, s.last_value)
+        .where(s.run_pk.in_(list(run_pks)), s.metric.in_(names), s.points > 0)
+        .order_by(s.run_pk, s.metric, (s.source == "trainer").desc(), s.last_step.desc())
+    )
+    wanted = set(latest)
+    values: dict[int, dict[str, float]] = {}
+    trainer: dict[int, dict[str, float]] = {}
+    for row in conn.execute(query):
+        if row.last_value is None:
+            continue
+        value = float(row.last_value)
+        if row.metric in wanted:
+            values.setdefault(row.run_pk, {}).setdefault(row.metric, value)
+        if row.source == "trainer" and row.metric in _RANK:
+            heads = trainer.setdefault(row.run_pk, {})
+            seen = heads.get(row.metric)
+            heads[row.metric] = value if seen is None else _highest(seen, value)
+    return SummaryHeads(
+        values,
+        {pk: min(heads.items(), key=lambda item: _RANK[item[0]]) for pk, heads in trainer.items()},
+    )
+
+
+_RANK = {metric: i for i, metric in enumerate(HEADLINE_ORDER)}
+
+
+def _highest(a: float, b: float) -> float:
+    """max as SQL's MAX orders doubles: NaN above every number."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return max(a, b)
 
 
 def logged_signals(conn: Connection, run_pks: Sequence[int]) -> dict[int, set[str]]:

@@ -205,19 +205,20 @@ def page(
     if after is not None and (after.sort, after.descending) != (sort, descending):
         raise InvalidCursor("it was made for another sort or order")
     r = t.runs.c
+    # Only the sort's own figures are joined: the page's summaries read heads and alerts for
+    # its runs alone, where a join would compute them for every run that matches.
     k3, firing = _k3_heads(), _firing()
-    joined = t.runs.outerjoin(k3, k3.c.run_pk == r.pk).outerjoin(
-        firing, sa.and_(firing.c.project == r.project, firing.c.run_id == r.id)
-    )
+    joined: Any = t.runs
+    if sort == "k3":
+        joined = joined.outerjoin(k3, k3.c.run_pk == r.pk)
+    elif sort == "alarms":
+        joined = joined.outerjoin(
+            firing, sa.and_(firing.c.project == r.project, firing.c.run_id == r.id)
+        )
     key = _sort_key(sort, k3, firing)
     where = _where(conn.dialect.name, filters)
     total = conn.execute(sa.select(sa.func.count()).select_from(t.runs).where(*where)).scalar_one()
-    query = sa.select(
-        *RUN_COLUMNS,
-        k3.c.k3,
-        sa.func.coalesce(firing.c.firing, 0).label("firing"),
-        key.label("sort_key"),
-    ).select_from(joined)
+    query = sa.select(*RUN_COLUMNS, key.label("sort_key")).select_from(joined)
     if after is not None:
         mark = sa.tuple_(key, r.pk)
         cut = (

@@ -97,25 +97,6 @@ def plan(
     return Plan(lo, hi, chosen, level, rollup_only)
 
 
-def latest_values(
-    conn: Connection, run_pks: Sequence[int], metrics: Sequence[str]
-) -> dict[int, dict[str, float]]:
-    """The value at the last step of each metric of each run, from the series heads: the
-    trainer's when it has one, else the actor that reported last."""
-    if not run_pks or not metrics:
-        return {}
-    s = t.series.c
-    query = (
-        sa.select(s.run_pk, s.metric, s.source, s.last_step, s.last_value)
-        .where(s.run_pk.in_(list(run_pks)), s.metric.in_(list(metrics)), s.points > 0)
-        .order_by(s.run_pk, s.metric, (s.source == "trainer").desc(), s.last_step.desc())
-    )
-    out: dict[int, dict[str, float]] = {}
-    for row in conn.execute(query):
-        out.setdefault(row.run_pk, {}).setdefault(row.metric, float(row.last_value))
-    return out
-
-
 def metric_rows(conn: Connection, run_pk: int) -> list[Any]:
     """Every series of a run with its point count, from the heads."""
     s = t.series.c

@@ -170,3 +170,61 @@ def test_headlines_and_the_k3_sort_agree_on_both_databases(migrated_db: Any) -> 
         "trl": "abs_logp_diff_mean",
         "slime": "k3_kl_seq",
     }
+
+
+# -- two readers of the heads, one answer ---------------------------------------------------------
+_SIGNAL_NAMES = [
+    *("k3_kl", "k3_kl_seq", "k1_kl", "abs_logp_diff_mean", "mult_prob_error"),
+    *("ratio_dev_1e4", "ratio_mean@trl", "ratio_mean", "entropy", "grad_norm"),
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_summaries_pick_the_headline_the_sql_of_the_sort_and_gauges_picks(
+    seed: int, migrated_db: Any
+) -> None:
+    """Runs with random sets of signals over several trainer and rollout actors, NaN and ±Inf
+    among the latest values: the summaries' one read of the heads names the same headline with
+    the same value as `headline_heads`, the SQL the k3 sort and `/metrics` use."""
+    import random
+
+    import sqlalchemy as sa
+
+    from server.auth import OPEN
+    from server.domain.metrics import LATEST
+    from server.services.ingest import IngestService
+    from tests.factories import ingest_batch
+
+    rng = random.Random(seed)
+    ingest = IngestService(migrated_db)
+    for run in range(12):
+        names = rng.sample(_SIGNAL_NAMES, rng.randint(0, 4))
+        records = []
+        for step in range(1, 4):
+            for source, actor in (("trainer", "t0"), ("trainer", "t1"), ("rollout", "r0")):
+                if rng.random() < 0.3:
+                    continue
+                values = {
+                    n: rng.choice([rng.lognormvariate(-6, 2), math.nan, math.inf, 0.0])
+                    for n in names
+                }
+                wire = {n: (v if math.isfinite(v) else str(v)) for n, v in values.items()}
+                records.append(
+                    {
+                        "run_id": f"r{run}",
+                        "step": step,
+                        "source": source,
+                        "actor": actor,
+                        "metrics": wire,
+                    }
+                )
+        body = {"run": {"id": f"r{run}", "project": "p"}, "records": records}
+        ingest.ingest(ingest_batch(body), OPEN)
+    with migrated_db.read() as conn:
+        pks = [int(r[0]) for r in conn.execute(sa.text("SELECT pk FROM runs"))]
+        by_sql = heads.headlines(conn, pks)
+        found = heads.summary_heads(conn, pks, LATEST)
+    assert set(found.headlines) == set(by_sql)
+    for pk, (metric, value) in by_sql.items():
+        assert found.headlines[pk][0] == metric
+        assert found.headlines[pk][1] == pytest.approx(value, nan_ok=True)
