@@ -202,7 +202,7 @@ class HardwareOut(Out):
     metric: str
     runs: int
     actors: int
-    steps: int = Field(description="Finite values behind the quantiles")
+    steps: int = Field(description="Finite values of the GPU type (min, max and mean are of all)")
     nonfinite: int
     min: float | None
     p05: float | None
@@ -212,6 +212,11 @@ class HardwareOut(Out):
     p95: float | None
     max: float | None
     mean: float | None
+    quantiles_from: int = Field(
+        default=0,
+        description="Finite values the quantiles were computed from: all of them (= steps) up "
+        "to 20,000, else evenly spaced step windows of every run holding about 20,000",
+    )
 
 
 class ExemplarOut(Out):

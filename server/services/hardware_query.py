@@ -2,7 +2,8 @@
 post-mortem (group, per-GPU figures, ratios with bootstrap intervals, runs left out).
 
 The database does what it does well (`server.storage.hardware`: which values belong to which
-GPU segment, counts and sums from rollups, exact quantiles, values thinned to the steps a
+GPU segment, counts and sums from rollups, quantiles (of a step-window sample past
+`hardware_measure.QUANTILE_VALUES` values), values thinned to the steps a
 bootstrap keeps); the comparison itself is the pure `server.analysis.comparison`. What travels
 to Python is a few rows per series and at most `comparison.VALUES_PER_GPU` values per GPU
 type, however long the runs. Without a metric named, both read the strongest mismatch signal
@@ -186,7 +187,7 @@ def _facts(rows: Sequence[Any], keys: dict[int, str], configs: Sequence[Any]) ->
 
 
 def _figures(rows: Sequence[HardwareRow], pieces: Sequence[Piece]) -> list[comparison.GpuFigures]:
-    """The group's exact per-GPU figures (from storage), for the GPU types with pieces."""
+    """The group's per-GPU figures (from storage), for the GPU types with pieces."""
     known = {p.gpu for p in pieces}
     return [
         comparison.GpuFigures(r.gpu, r.runs, r.steps, r.nonfinite, r.median, r.p95)

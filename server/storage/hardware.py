@@ -9,10 +9,11 @@ that moved), and everything here is asked per piece:
   are all stored reads them from its widest rollups and its hot values, a few rows per series
   whatever its length; the rest (a segment of a series, a run whose raw values retention dropped)
   from its values;
-- `quantiles`: exact quantiles of one GPU type's finite values, an ordered-set aggregate
+- `quantiles`: quantiles of one GPU type's finite values, an ordered-set aggregate
   (`percentile_cont`, DuckDB's `quantile_cont`) over its pieces' values, read from the index
   of (series, step) on PostgreSQL, in one statement per GPU type (a sort of that type's values,
-  not of everything selected at once);
+  not of everything selected at once) — of all of them, or of the evenly spaced step windows
+  `windows` keeps of a GPU type that holds more than a sample needs;
 - `piece_values`: the finite values a bootstrap resamples, thinned in the database to the steps
   it keeps (multiples of a stride per piece), found by those steps.
 
@@ -22,6 +23,7 @@ place (read from its level-1 rollups), as everywhere else.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,6 +131,26 @@ def _values(chosen: Sequence[Piece], columns: str, numbers: Sequence[int] | None
     return " UNION ALL ".join(parts)
 
 
+def _values_by_piece(chosen: Sequence[Piece]) -> str:
+    """PostgreSQL: the pieces' values (`value`), each piece read by a range scan of the
+    (series, step) index of its own (a lateral join), however many pieces a series has: joined
+    at once, the planner hashes every value of the series against every window of it."""
+    w = _pieces_clause(chosen)
+    parts = [
+        f"SELECT p.value FROM {w} CROSS JOIN LATERAL (SELECT value FROM points "
+        "WHERE series_id = w.sid AND step BETWEEN w.lo AND w.hi AND metric_id = :metric_id "
+        "UNION ALL SELECT value FROM points_hot WHERE series_id = w.sid "
+        "AND step BETWEEN w.lo AND w.hi) AS p"
+    ]
+    dropped = [p.sid for p in chosen if p.dropped]
+    if dropped:
+        parts.append(
+            f"SELECT p.value FROM {w} JOIN ({_means(dropped)}) AS p ON p.series_id = w.sid "
+            "AND p.step BETWEEN w.lo AND w.hi"
+        )
+    return " UNION ALL ".join(parts)
+
+
 def _means(sids: Sequence[int]) -> str:
     """The 8-step block means of series whose raw values were dropped (series_id, step: the
     block's first stored step, value). A block's rollup may sit in parts across chunks
@@ -183,14 +205,24 @@ def stats(conn: Connection, metric_id: int, chosen: Sequence[Piece]) -> list[Sta
     return out
 
 
+@dataclass(frozen=True)
+class Quantiles:
+    """`QUANTILES` of a group's finite values (None without any), and how many values they
+    were computed from."""
+
+    values: list[float | None]
+    count: int
+
+
 def quantiles(
     conn: Connection, dialect: str, metric_id: int, groups: Mapping[str, Sequence[Piece]]
-) -> dict[str, list[float | None]]:
-    """Per group (a GPU type): exact quantiles (`QUANTILES`, interpolated) of its pieces'
-    finite values, pooled. DuckDB computes them all in one grouped statement (it selects, it
-    does not sort); PostgreSQL sorts each group's values in a statement of its own (grouped,
-    it would sort everything by group first, then each group again)."""
-    out: dict[str, list[float | None]] = {g: [None] * len(QUANTILES) for g in groups}
+) -> dict[str, Quantiles]:
+    """Per group (a GPU type): quantiles (`QUANTILES`, interpolated) of its pieces' finite
+    values, pooled — exact over the pieces given (`windows` narrows them to a sample first).
+    DuckDB computes them all in one grouped statement (it selects, it does not sort);
+    PostgreSQL sorts each group's values in a statement of its own (grouped, it would sort
+    everything by group first, then each group again)."""
+    out = {g: Quantiles([None] * len(QUANTILES), 0) for g in groups}
     named = [(g, pieces) for g, pieces in groups.items() if pieces]
     if not named:
         return out
@@ -201,18 +233,47 @@ def quantiles(
         values = _values([p for _, p in flat], "w.i, p.value", range(len(flat)))
         owner = ", ".join(f"({i}, {n})" for i, (n, _) in enumerate(flat))
         query = (
-            f"SELECT o.g, {qs} FROM ({values}) AS p JOIN (VALUES {owner}) AS o(i, g) "
+            f"SELECT o.g, {qs}, count(*) FROM ({values}) AS p JOIN (VALUES {owner}) AS o(i, g) "
             f"ON o.i = p.i WHERE {fin} GROUP BY o.g"
         )
-        for g, found in conn.execute(sa.text(query), {"metric_id": metric_id}):
-            out[named[int(g)][0]] = [_float(v) for v in found]
+        for g, found, count in conn.execute(sa.text(query), {"metric_id": metric_id}):
+            out[named[int(g)][0]] = Quantiles([_float(v) for v in found], int(count))
         return out
     _sort_in_memory(conn)
     for g, pieces in named:
-        query = f"SELECT {qs} FROM ({_values(pieces, 'p.value')}) AS p WHERE {fin}"
-        found = conn.execute(sa.text(query), {"metric_id": metric_id}).scalar_one()
+        query = f"SELECT {qs}, count(*) FROM ({_values_by_piece(pieces)}) AS p WHERE {fin}"
+        found, count = conn.execute(sa.text(query), {"metric_id": metric_id}).one()
         if found:
-            out[g] = [_float(v) for v in found]
+            out[g] = Quantiles([_float(v) for v in found], int(count))
+    return out
+
+
+def windows(chosen: Sequence[tuple[Piece, int]], target: int, per_piece: int) -> list[Piece]:
+    """A sample of the pieces' values of about `target` values: each (piece, its finite count)
+    gives its share of `target` as `per_piece` evenly spaced windows of consecutive steps over
+    the steps it holds (the whole piece where its share is all of it). A window is one range
+    read of the (series, step) index, so the sample costs what it keeps, not what is stored;
+    spread over the whole run, it keeps the run's early and late values alike."""
+    total = sum(n for _, n in chosen)
+    if total <= target:
+        return [p for p, _ in chosen]
+    out: list[Piece] = []
+    for piece, n in chosen:
+        share = target * n / total
+        span = piece.last - piece.first + 1
+        if n == 0 or share >= n:
+            out.append(piece)
+            continue
+        count = max(1, min(per_piece, span))
+        width = max(1, math.ceil(share / count * span / n))  # steps holding `share / count` values
+        stride = span / count
+        for j in range(count):
+            lo = max(piece.lo, piece.first + int(j * stride))
+            hi = min(piece.hi, lo + width - 1)
+            first, last = max(lo, piece.first), min(hi, piece.last)
+            out.append(
+                Piece(piece.sid, piece.run_pk, piece.gpu, lo, hi, False, piece.dropped, first, last)
+            )
     return out
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
@@ -100,6 +102,7 @@ def _check(found: list[Any], want: dict[str, Any]) -> None:
         assert h.mean == pytest.approx(w["mean"])
         got = [h.p05, h.q1, h.median, h.q3, h.p95]
         assert got == pytest.approx(list(w["quantiles"])), h.gpu
+        assert h.quantiles_from == w["steps"]  # few values: the quantiles are of all of them
 
 
 def test_per_gpu_distributions_equal_a_numpy_computation(migrated_db: Database) -> None:
@@ -133,3 +136,72 @@ def test_a_retained_run_counts_by_its_block_means(migrated_db: Database) -> None
     found = {h.gpu: h for h in Reads.over(migrated_db).hardware.pooled(EVERY, run_ids=["hw-a100"])}
     assert list(found) == [A100] and found[A100].steps == len(means)
     assert found[A100].median == pytest.approx(float(np.median(means)))
+
+
+def test_a_gpu_type_past_the_sample_size_gets_quantiles_of_windows_spread_over_its_runs(
+    migrated_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sample at 300 values, each GPU type's quantiles come from about 300 of its
+    finite values, in windows over every run; each one's rank among all the type's values
+    stays near its own (an independent NumPy ranking of everything sent)."""
+    from server.services import hardware_measure
+
+    monkeypatch.setattr(hardware_measure, "QUANTILE_VALUES", 300)
+    sent = _ingest(migrated_db)
+    by_gpu: dict[str, list[float]] = defaultdict(list)
+    for (_, _, _), (gpu, value) in sent.items():
+        if math.isfinite(value):
+            by_gpu[gpu].append(value)
+    found = Reads.over(migrated_db).hardware.pooled(EVERY, project="hw", metric="k3_kl")
+    for h in found:
+        everything = np.sort(by_gpu[h.gpu])
+        assert h.steps == len(everything) > 300
+        assert 150 <= h.quantiles_from <= 450, h.quantiles_from
+        got_all = (h.p05, h.q1, h.median, h.q3, h.p95)
+        for q, got in zip((0.05, 0.25, 0.5, 0.75, 0.95), got_all, strict=True):
+            rank = np.searchsorted(everything, got) / len(everything)
+            assert abs(rank - q) < 0.1, (h.gpu, q, rank)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5000), st.integers(1, 20000), st.integers(0, 20000)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(1, 50_000),
+    st.integers(1, 32),
+)
+def test_windows_keep_about_the_target_inside_each_piece(
+    spec: list[tuple[int, int, int]], target: int, per_piece: int
+) -> None:
+    from server.storage.hardware import Piece, windows
+
+    chosen = []
+    for sid, (first, span, finite) in enumerate(spec):
+        last = first + span - 1
+        piece = Piece(sid, sid, "g", -(2**62), 2**62, True, False, first, last)
+        chosen.append((piece, min(finite, span)))
+    kept = windows(chosen, target, per_piece)
+    total = sum(n for _, n in chosen)
+    if total <= target:
+        assert kept == [p for p, _ in chosen]
+        return
+    by_sid: dict[int, list[Any]] = defaultdict(list)
+    for w in kept:
+        by_sid[w.sid].append(w)
+    for piece, n in chosen:
+        parts = by_sid[piece.sid]
+        if not n:
+            continue
+        assert len(parts) <= per_piece or parts == [piece]
+        steps = 0
+        for w in parts:
+            assert piece.first <= w.first <= w.last <= piece.last
+            steps += w.last - w.first + 1
+        if parts == [piece]:
+            continue  # its share was all of it
+        # At the piece's density, the windows hold its share of the target: at least half of
+        # it (a window cut by the piece's end), at most one step more per window.
+        share, density = target * n / total, n / (piece.last - piece.first + 1)
+        assert 0.5 * min(share, n) <= steps * density <= share + (len(parts) + 1) * density

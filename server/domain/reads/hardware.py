@@ -24,6 +24,7 @@ class HardwareRow:
     p95: float | None
     max: float | None
     mean: float | None
+    quantiles_from: int = 0  # finite values the quantiles were computed from (≤ steps)
 
 
 @dataclass(frozen=True)
