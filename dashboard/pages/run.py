@@ -19,7 +19,6 @@ step, the panels' series, the annotations, GPU segments and alerts come back tog
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,14 +26,12 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.access import Reader
-from dashboard.pages import run_attribution, run_data, run_exemplars
+from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
-from server.domain.metrics import METRIC_MAP_KEY
 from server.domain.reads.run_view import RunView
-from server.domain.reads.runs import JsonObject, RunDetail
+from server.domain.reads.runs import RunDetail
 from server.domain.reads.scope import ReadScope
-from server.domain.sampler import SAMPLER_ONLY_LABEL
 from server.errors import Conflict, NotFound
 from server.figures.points import Note, points
 from server.figures.series import series_figure
@@ -83,8 +80,10 @@ def layout(
                 id=ids.RUN_SUBTITLE,
                 style={"color": "#555", "marginBottom": "8px"},
             ),
-            html.Div(metric_map_line(detail.config), id=ids.RUN_METRIC_MAP, style=MUTED),
-            html.Div(sampler_only_line(detail.labels), id=ids.RUN_SAMPLER_ONLY, style=WARN),
+            html.Div(run_lines.metric_map_line(detail.config), id=ids.RUN_METRIC_MAP, style=MUTED),
+            html.Div(
+                run_lines.sampler_only_line(detail.labels), id=ids.RUN_SAMPLER_ONLY, style=WARN
+            ),
             _controls(params, sorted({m.name for m in metrics})),
             dcc.Store(id=ids.RUN_VIEW, data=view.as_dict()),
             dcc.Store(id=ids.RUN_ZOOM, data=run_data.zoom_of(view)),
@@ -116,27 +115,6 @@ def layout(
                 id=ids.RUN_ANNOTATIONS,
             ),
         ]
-    )
-
-
-def metric_map_line(config: JsonObject) -> str | None:
-    """The line naming the user's metric map ("metrics mapped by the user: a → b"); None where
-    the run's config records none."""
-    mapping = config.get(METRIC_MAP_KEY)
-    if not isinstance(mapping, dict) or not mapping:
-        return None
-    return "metrics mapped by the user: " + ", ".join(f"{k} → {v}" for k, v in mapping.items())
-
-
-def sampler_only_line(labels: Mapping[str, str]) -> str | None:
-    """The line naming the run's sampler-only settings, which the server read in its config;
-    None where it records none."""
-    settings = labels.get(SAMPLER_ONLY_LABEL)
-    if not settings:
-        return None
-    return (
-        f"sampler-only setting: {settings} — applied by the rollout's sampler and not by the "
-        "trainer, a mismatch from the first step (alarms watch this run at tighter levels)"
     )
 
 

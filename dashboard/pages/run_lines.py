@@ -1,0 +1,32 @@
+"""The lines under a run page's title that say how to read the run: what the user mapped its
+metric names to, and the sampler-only settings the server read in its config. Pure: text from
+the run's config and labels, None where there is nothing to say."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from server.domain.metrics import METRIC_MAP_KEY
+from server.domain.reads.runs import JsonObject
+from server.domain.sampler import SAMPLER_ONLY_LABEL
+
+
+def metric_map_line(config: JsonObject) -> str | None:
+    """The line naming the user's metric map ("metrics mapped by the user: a → b"); None where
+    the run's config records none."""
+    mapping = config.get(METRIC_MAP_KEY)
+    if not isinstance(mapping, dict) or not mapping:
+        return None
+    return "metrics mapped by the user: " + ", ".join(f"{k} → {v}" for k, v in mapping.items())
+
+
+def sampler_only_line(labels: Mapping[str, str]) -> str | None:
+    """The line naming the run's sampler-only settings, which the server read in its config;
+    None where it records none."""
+    settings = labels.get(SAMPLER_ONLY_LABEL)
+    if not settings:
+        return None
+    return (
+        f"sampler-only setting: {settings} — applied by the rollout's sampler and not by the "
+        "trainer, a mismatch from the first step (alarms watch this run at tighter levels)"
+    )
