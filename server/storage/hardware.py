@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -52,6 +52,15 @@ class Piece:
     dropped: bool  # retention dropped its raw values: 8-step block means stand in
     first: int  # the steps it holds lie in [first, last]
     last: int
+    every: int = 1  # a sample (`windows`): of each `every` steps from `first`, the first `keep`
+    keep: int = 1
+
+    def windows(self) -> list[tuple[int, int]]:
+        """The step ranges it reads: [lo, hi] whole, or each window of a sample."""
+        if self.every == 1:
+            return [(self.lo, self.hi)]
+        starts = range(self.first, self.hi + 1, self.every)
+        return [(start, min(start + self.keep - 1, self.hi)) for start in starts]
 
 
 @dataclass(frozen=True)
@@ -106,9 +115,17 @@ def _pieces_clause(chosen: Sequence[Piece], numbers: Sequence[int] | None = None
     piece's number (its position, unless given)."""
     numbers = range(len(chosen)) if numbers is None else numbers
     rows = ", ".join(
-        f"({i}, {p.sid}, {p.lo}, {p.hi})" for i, p in zip(numbers, chosen, strict=True)
+        f"({i}, {p.sid}, {p.lo}, {p.hi}, {p.first}, {p.every}, {p.keep})"
+        for i, p in zip(numbers, chosen, strict=True)
     )
-    return f"(VALUES {rows}) AS w(i, sid, lo, hi)"
+    return f"(VALUES {rows}) AS w(i, sid, lo, hi, a, e, k)"
+
+
+def _sampled(chosen: Sequence[Piece]) -> str:
+    """The condition that keeps a sampled piece's windows (`Piece.every`), true of the rest."""
+    if all(p.every == 1 for p in chosen):
+        return ""
+    return " AND (p.step - w.a) % w.e < w.k"
 
 
 def _values(chosen: Sequence[Piece], columns: str, numbers: Sequence[int] | None = None) -> str:
@@ -116,26 +133,28 @@ def _values(chosen: Sequence[Piece], columns: str, numbers: Sequence[int] | None
     block means of runs whose raw values were dropped. `columns` picks what to keep of them."""
     w = _pieces_clause(chosen, numbers)
     sids = f"p.series_id IN ({', '.join(str(s) for s in sorted({p.sid for p in chosen}))})"
+    keep = _sampled(chosen)
     parts = [
         f"SELECT {columns} FROM {w} JOIN points p ON p.series_id = w.sid "
-        f"AND p.step BETWEEN w.lo AND w.hi WHERE p.metric_id = :metric_id AND {sids}",
+        f"AND p.step BETWEEN w.lo AND w.hi{keep} WHERE p.metric_id = :metric_id AND {sids}",
         f"SELECT {columns} FROM {w} JOIN points_hot p ON p.series_id = w.sid "
-        f"AND p.step BETWEEN w.lo AND w.hi WHERE {sids}",
+        f"AND p.step BETWEEN w.lo AND w.hi{keep} WHERE {sids}",
     ]  # the series again as a filter of the scan itself, which DuckDB applies before the join
     dropped = [p.sid for p in chosen if p.dropped]
     if dropped:
         parts.append(
             f"SELECT {columns} FROM {w} JOIN ({_means(dropped)}) AS p ON p.series_id = w.sid "
-            "AND p.step BETWEEN w.lo AND w.hi"
+            f"AND p.step BETWEEN w.lo AND w.hi{keep}"
         )
     return " UNION ALL ".join(parts)
 
 
 def _values_by_piece(chosen: Sequence[Piece]) -> str:
-    """PostgreSQL: the pieces' values (`value`), each piece read by a range scan of the
-    (series, step) index of its own (a lateral join), however many pieces a series has: joined
-    at once, the planner hashes every value of the series against every window of it."""
-    w = _pieces_clause(chosen)
+    """PostgreSQL: the pieces' values (`value`), each step range a piece reads (`windows`) by a
+    range scan of the (series, step) index of its own (a lateral join): joined at once, the
+    planner would hash every value of a series against every window of it."""
+    ranges = [replace(p, lo=lo, hi=hi, every=1, keep=1) for p in chosen for lo, hi in p.windows()]
+    w = _pieces_clause(ranges)
     parts = [
         f"SELECT p.value FROM {w} CROSS JOIN LATERAL (SELECT value FROM points "
         "WHERE series_id = w.sid AND step BETWEEN w.lo AND w.hi AND metric_id = :metric_id "
@@ -250,10 +269,10 @@ def quantiles(
 
 def windows(chosen: Sequence[tuple[Piece, int]], target: int, per_piece: int) -> list[Piece]:
     """A sample of the pieces' values of about `target` values: each (piece, its finite count)
-    gives its share of `target` as `per_piece` evenly spaced windows of consecutive steps over
-    the steps it holds (the whole piece where its share is all of it). A window is one range
-    read of the (series, step) index, so the sample costs what it keeps, not what is stored;
-    spread over the whole run, it keeps the run's early and late values alike."""
+    whose share of `target` is less than all of it reads `per_piece` evenly spaced windows of
+    consecutive steps over the steps it holds (`Piece.every`, `Piece.keep`). On PostgreSQL a
+    window is one range read of the (series, step) index, so the sample costs what it keeps,
+    not what is stored; spread over the whole run, it keeps early and late values alike."""
     total = sum(n for _, n in chosen)
     if total <= target:
         return [p for p, _ in chosen]
@@ -261,19 +280,14 @@ def windows(chosen: Sequence[tuple[Piece, int]], target: int, per_piece: int) ->
     for piece, n in chosen:
         share = target * n / total
         span = piece.last - piece.first + 1
-        if n == 0 or share >= n:
-            out.append(piece)
+        count = min(per_piece, span)
+        every = span // count
+        keep = min(every, math.ceil(share / count * span / n)) if n else every
+        if n == 0 or keep >= every:
+            out.append(piece)  # its share is all of it
             continue
-        count = max(1, min(per_piece, span))
-        width = max(1, math.ceil(share / count * span / n))  # steps holding `share / count` values
-        stride = span / count
-        for j in range(count):
-            lo = max(piece.lo, piece.first + int(j * stride))
-            hi = min(piece.hi, lo + width - 1)
-            first, last = max(lo, piece.first), min(hi, piece.last)
-            out.append(
-                Piece(piece.sid, piece.run_pk, piece.gpu, lo, hi, False, piece.dropped, first, last)
-            )
+        hi = min(piece.hi, piece.first + (count - 1) * every + keep - 1)
+        out.append(replace(piece, lo=piece.first, hi=hi, whole=False, every=every, keep=keep))
     return out
 
 

@@ -187,21 +187,17 @@ def test_windows_keep_about_the_target_inside_each_piece(
     if total <= target:
         assert kept == [p for p, _ in chosen]
         return
-    by_sid: dict[int, list[Any]] = defaultdict(list)
-    for w in kept:
-        by_sid[w.sid].append(w)
-    for piece, n in chosen:
-        parts = by_sid[piece.sid]
-        if not n:
-            continue
-        assert len(parts) <= per_piece or parts == [piece]
-        steps = 0
-        for w in parts:
-            assert piece.first <= w.first <= w.last <= piece.last
-            steps += w.last - w.first + 1
-        if parts == [piece]:
+    assert [k.sid for k in kept] == [p.sid for p, _ in chosen]  # one piece per series still
+    for (piece, n), sample in zip(chosen, kept, strict=True):
+        if sample == piece:
             continue  # its share was all of it
+        ranges = sample.windows()
+        assert 1 <= len(ranges) <= per_piece and sample.keep < sample.every
+        steps = 0
+        for lo, hi in ranges:
+            assert piece.first <= lo <= hi <= piece.last
+            steps += hi - lo + 1
         # At the piece's density, the windows hold its share of the target: at least half of
-        # it (a window cut by the piece's end), at most one step more per window.
+        # it, at most one step more per window.
         share, density = target * n / total, n / (piece.last - piece.first + 1)
-        assert 0.5 * min(share, n) <= steps * density <= share + (len(parts) + 1) * density
+        assert 0.5 * min(share, n) <= steps * density <= share + (len(ranges) + 1) * density
