@@ -235,3 +235,32 @@ def test_the_run_page_names_the_setting_and_only_where_there_is_one(migrated_db:
     plain = find(run_page.layout(reads, every, {"run": "plain"}), ids.RUN_SAMPLER_ONLY).children
     assert line.startswith("sampler-only setting: top_k=20 — applied by the rollout's sampler")
     assert plain is None
+
+
+def test_an_imported_trl_run_whose_config_holds_the_penalty_is_labelled_and_backtests_it(
+    server_factory: Any, tmp_path: Any
+) -> None:
+    """A W&B export of a TRL run with its `config.yaml`: the import labels the run from the
+    config, and a backtest of the project's packs over it raises the sampler-only rule."""
+    from tests.importers.stored import mismatch, runs
+    from tests.importers.test_metric_map import write_export
+
+    export = write_export(
+        tmp_path / "trl.csv",
+        {
+            "train/sampling/importance_sampling_ratio/mean": lambda s: 0.6,
+            "train/sampling/sampling_logp_difference/mean": lambda s: 0.012,
+        },
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text("repetition_penalty:\n  desc: null\n  value: 1.1\n")
+    db = tmp_path / "m.duckdb"
+    args = ("import", "wandb", export, "--config", config, "--framework", "trl")
+    result = mismatch(*args, "--project", "t", "--db", db, "--as-run", "imported")
+    assert result.exit_code == 0, result.output
+    assert runs(db)["imported"]["labels"] == PENALTY
+    server = server_factory(db)
+    backtest = server.post("/api/v1/rules/backtest", {"run": "imported", "project": "t"})
+    assert backtest.status_code == 200, backtest.text
+    fired = {(a["rule_name"], a["metric"]) for a in backtest.json()["alerts"]}
+    assert fired == {("ratio drift (sampler-only setting)", "ratio_mean@trl")}
