@@ -264,3 +264,27 @@ def test_an_imported_trl_run_whose_config_holds_the_penalty_is_labelled_and_back
     assert backtest.status_code == 200, backtest.text
     fired = {(a["rule_name"], a["metric"]) for a in backtest.json()["alerts"]}
     assert fired == {("ratio drift (sampler-only setting)", "ratio_mean@trl")}
+
+
+def test_what_the_rollout_collector_records_of_sampling_is_what_the_server_reads() -> None:
+    """`RolloutCollector` posts the engine's sampling settings under `engine.sampling`: with
+    vLLM's own neutral values (top_k −1, min_p 0) only the penalty is named."""
+    from types import SimpleNamespace
+
+    from collectors._vllm import sampling_summary
+
+    params = SimpleNamespace(
+        temperature=0.7,
+        top_p=1.0,
+        top_k=-1,
+        min_p=0.0,
+        repetition_penalty=1.0,
+        presence_penalty=0.5,
+        frequency_penalty=0.0,
+        max_tokens=64,
+        n=2,
+    )
+    engine = {"logprobs_mode": "processed_logprobs", "sampling": sampling_summary(params)}
+    assert sampler_only({"engine": engine}) == ["presence_penalty=0.5"]
+    engine["logprobs_mode"] = "raw_logprobs"  # the rollout reports pre-temperature logprobs
+    assert sampler_only({"engine": engine}) == ["temperature=0.7", "presence_penalty=0.5"]
