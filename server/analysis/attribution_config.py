@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from server.domain import parity
+from server.domain import parity, sampler
 
 __all__ = ["CONFIG_RULES", "CONFIG_WEIGHT", "TITLES", "ConfigNote", "Mode"]
 __all__ += ["config_notes", "config_weight"]
@@ -50,24 +50,7 @@ class ConfigNote:
     why: str
 
 
-def _number(text: str) -> float | None:
-    try:
-        return float(text.strip('"'))
-    except ValueError:
-        return None
-
-
 _Rule = tuple[str, Mode, Callable[[str], Literal["raises", "lowers"] | None]]
-
-
-def _neutral_unless(neutral: float) -> Callable[[str], Literal["raises", "lowers"] | None]:
-    def judge(value: str) -> Literal["raises", "lowers"] | None:
-        number = _number(value)
-        if number is None:
-            return None
-        return "lowers" if number == neutral or number < 0 else "raises"
-
-    return judge
 
 
 def _lowered(
@@ -84,12 +67,6 @@ def _lowered(
 
 CONFIG_RULES: tuple[_Rule, ...] = (
     ("logprobs_mode", "sampler_offset", _lowered(("raw",), ("processed",))),
-    ("temperature", "sampler_offset", _neutral_unless(1.0)),
-    ("top_p", "sampler_offset", _neutral_unless(1.0)),
-    ("top_k", "sampler_offset", _neutral_unless(0.0)),
-    ("repetition_penalty", "sampler_offset", _neutral_unless(1.0)),
-    ("presence_penalty", "sampler_offset", _neutral_unless(0.0)),
-    ("frequency_penalty", "sampler_offset", _neutral_unless(0.0)),
     ("enable_prefix_caching", "stale_state", _lowered(("true", "1"), ("false", "0"))),
     ("clear_cache", "stale_state", _lowered(("false",), ("true",))),
     (
@@ -104,24 +81,29 @@ CONFIG_RULES: tuple[_Rule, ...] = (
     ),
     ("async_scheduling", "off_policy_lag", _lowered(("true",), ("false",))),
 )
-"""Settings read as evidence, by the last component of their dotted key (`top_k` ≤ 0 and
-`top_p` = 1 mean off). A setting the engine ignores still reads here: it is a hint, shown."""
+"""Settings read as evidence, by the last component of their dotted key, besides the sampler-only
+ones (`sampler.SETTINGS`, judged by `sampler.active`, all evidence of "sampler_offset"). A
+setting the engine ignores still reads here: it is a hint, shown."""
+
+
+def _effect(active: bool | None) -> Literal["raises", "lowers"] | None:
+    return None if active is None else "raises" if active else "lowers"
 
 
 def config_notes(config: Mapping[str, str]) -> dict[Mode, list[ConfigNote]]:
-    """The recorded settings that bear on each mode. A temperature other than 1 counts only
-    beside raw logprobs: with processed logprobs the trainer applies the same temperature (a
-    trainer's own `temperature` key says so), and it explains nothing."""
+    """The recorded settings that bear on each mode (a temperature only beside raw logprobs:
+    with processed logprobs the trainer applies the same temperature, and it explains
+    nothing)."""
     notes: dict[Mode, list[ConfigNote]] = {}
-    raw = any(
-        k.rsplit(".", 1)[-1] == "logprobs_mode" and "raw" in v.lower() for k, v in config.items()
-    )
+    raw = sampler.raw_logprobs(config)
     for key, value in sorted(config.items()):
         leaf = key.rsplit(".", 1)[-1]
-        if leaf == "temperature" and not raw:
-            continue
-        for name, mode, judge in CONFIG_RULES:
-            effect = judge(value) if name == leaf else None
+        found: list[tuple[Mode, Literal["raises", "lowers"] | None]] = [
+            (mode, judge(value)) for name, mode, judge in CONFIG_RULES if name == leaf
+        ]
+        if leaf in sampler.SETTINGS:
+            found.append(("sampler_offset", _effect(sampler.active(leaf, value, raw=raw))))
+        for mode, effect in found:
             if effect is not None:
                 notes.setdefault(mode, []).append(ConfigNote(key, value, effect, parity.why(key)))
     return notes

@@ -35,7 +35,7 @@ _MAX_LABEL = 200  # the ingest contract's longest label value
 
 def _number(text: str) -> float | None:
     try:
-        value = float(text)
+        value = float(text.strip('"'))
     except ValueError:
         return None
     return value if math.isfinite(value) else None
@@ -55,6 +55,8 @@ _ACTIVE: dict[str, Callable[[float], bool]] = {
     "top_p": lambda value: 0 < value < 1,
     "min_p": lambda value: value > 0,
 }
+SETTINGS: tuple[str, ...] = ("temperature", *_ACTIVE)
+"""The leaf names of the settings `active` judges."""
 _SKIPPED = ("val_", "eval", "validation", "test")  # path components of a validation block
 
 
@@ -63,23 +65,38 @@ def _skipped(path: str) -> bool:
     return any(part == "val" or part.startswith(_SKIPPED) for part in parts)
 
 
+def raw_logprobs(flat: Mapping[str, str]) -> bool:
+    """Whether a flattened config (`parity.flatten`) says the rollout reports raw logprobs."""
+    return any(
+        k.rsplit(".", 1)[-1] == "logprobs_mode" and "raw" in v.lower() for k, v in flat.items()
+    )
+
+
+def active(leaf: str, text: str, *, raw: bool) -> bool | None:
+    """Whether a recorded setting (its leaf name and value) makes the rollout sample from
+    another distribution than the trainer scores: True, False where it is at its neutral
+    value, None where it is no sampler-only setting here or names no number. A temperature
+    counts only beside raw logprobs: with processed ones the trainer applies the same
+    temperature, beside raw ones the rollout reports logprobs of a distribution it did not
+    sample from."""
+    judge = _ACTIVE.get(leaf)
+    if judge is None and not (leaf == "temperature" and raw):
+        return None
+    value = _number(text)
+    if value is None:
+        return None
+    return value != 1 if judge is None else judge(value)
+
+
 def sampler_only(config: Mapping[str, Any]) -> list[str]:
     """The sampler-only settings `config` records, as `leaf=value`, in the config's key order
     (a setting recorded twice, say by trainer and engine, once)."""
     flat = {k: v for k, v in parity.flatten(config).items() if not _skipped(k)}
-    raw = any(
-        k.rsplit(".", 1)[-1] == "logprobs_mode" and "raw" in v.lower() for k, v in flat.items()
-    )
+    raw = raw_logprobs(flat)
     found: dict[str, str] = {}
     for key, text in flat.items():
         leaf = key.rsplit(".", 1)[-1]
-        value = _number(text)
-        if value is None or leaf in found:
-            continue
-        active = _ACTIVE.get(leaf)
-        # With processed logprobs the trainer applies the same temperature; beside raw ones
-        # the rollout reports logprobs of a distribution it did not sample from.
-        if (active is not None and active(value)) or (leaf == "temperature" and raw and value != 1):
+        if leaf not in found and active(leaf, text, raw=raw):
             found[leaf] = f"{leaf}={text}"
     return list(found.values())
 

@@ -128,7 +128,8 @@ class RunQueries:
             found_runs = runs.rows_by_id(conn, run_ids, scope.projects)
             pks = {rows[0].pk: run_id for run_id, rows in found_runs.items() if len(rows) == 1}
             if metric is None:
-                wanted = {pk: m for pk, (m, _) in heads.headlines(conn, list(pks)).items()}
+                found_heads = heads.summary_heads(conn, list(pks), ()).headlines
+                wanted = {pk: m for pk, (m, _) in found_heads.items()}
             else:
                 wanted = dict.fromkeys(pks, metric)
             found = trends.trends_of(conn, wanted, points)

@@ -254,19 +254,6 @@ def headline_heads(run_pks: Sequence[int] | None = None) -> Any:
     )
 
 
-def headlines(conn: Connection, run_pks: Sequence[int]) -> dict[int, tuple[str, float]]:
-    """Per run: (headline metric, its latest value) from `headline_heads`."""
-    if not run_pks:
-        return {}
-    h = headline_heads(run_pks)
-    query = sa.select(h.c.run_pk, h.c.metric, h.c.value)
-    return {
-        int(row.run_pk): (row.metric, float(row.value))
-        for row in conn.execute(query)
-        if row.value is not None
-    }
-
-
 @dataclass(frozen=True)
 class SummaryHeads:
     """What run summaries show of their runs' series, from one read of the heads."""
@@ -277,9 +264,10 @@ class SummaryHeads:
 
 def summary_heads(conn: Connection, run_pks: Sequence[int], latest: Sequence[str]) -> SummaryHeads:
     """The latest value of each of the `latest` metrics per run (the trainer's when it has one,
-    else the actor that reported last) and each run's headline (as `headlines` picks it: the
-    first of `HEADLINE_ORDER` its trainer logs, the highest latest value over the trainer's
-    actors, NaN above every number as the databases order it), in one read of the heads."""
+    else the actor that reported last) and each run's headline (as `headline_heads` picks it in
+    SQL for the runs list's sort and `/metrics`: the first of `HEADLINE_ORDER` its trainer logs,
+    the highest latest value over the trainer's actors, NaN above every number as the databases
+    order it), in one read of the heads."""
     if not run_pks:
         return SummaryHeads({}, {})
     s = t.series.c

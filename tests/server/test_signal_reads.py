@@ -222,7 +222,12 @@ def test_summaries_pick_the_headline_the_sql_of_the_sort_and_gauges_picks(
         ingest.ingest(ingest_batch(body), OPEN)
     with migrated_db.read() as conn:
         pks = [int(r[0]) for r in conn.execute(sa.text("SELECT pk FROM runs"))]
-        by_sql = heads.headlines(conn, pks)
+        h = heads.headline_heads(pks)
+        by_sql = {
+            int(r.run_pk): (r.metric, float(r.value))
+            for r in conn.execute(sa.select(h.c.run_pk, h.c.metric, h.c.value))
+            if r.value is not None
+        }
         found = heads.summary_heads(conn, pks, LATEST)
     assert set(found.headlines) == set(by_sql)
     for pk, (metric, value) in by_sql.items():
