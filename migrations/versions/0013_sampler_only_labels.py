@@ -46,7 +46,10 @@ def downgrade() -> None:
     conn = op.get_bind()
     rows = conn.execute(sa.select(_runs.c.pk, _runs.c.labels)).all()
     for pk, labels_text in rows:
-        labels = json.loads(labels_text or "{}")
+        try:
+            labels = json.loads(labels_text or "{}")
+        except ValueError:
+            continue  # as in `upgrade`: left as it is
         if isinstance(labels, dict) and sampler.derived_of(labels):
             kept = sampler.with_derived(labels, {})
             conn.execute(sa.update(_runs).where(_runs.c.pk == pk).values(labels=json.dumps(kept)))

@@ -278,13 +278,12 @@ def windows(chosen: Sequence[tuple[Piece, int]], target: int, per_piece: int) ->
         return [p for p, _ in chosen]
     out: list[Piece] = []
     for piece, n in chosen:
-        share = target * n / total
         span = piece.last - piece.first + 1
         count = min(per_piece, span)
         every = span // count
-        keep = min(every, math.ceil(share / count * span / n)) if n else every
-        if n == 0 or keep >= every:
-            out.append(piece)  # its share is all of it
+        keep = math.ceil(target * n / total / count * span / n) if n else every
+        if keep >= every:
+            out.append(piece)  # its share is all of it (or it holds nothing to thin)
             continue
         hi = min(piece.hi, piece.first + (count - 1) * every + keep - 1)
         out.append(replace(piece, lo=piece.first, hi=hi, whole=False, every=every, keep=keep))

@@ -172,24 +172,13 @@ def test_a_trl_run_with_a_recorded_penalty_alerts_by_step_3_naming_the_setting_a
     assert _run(server, "penalised")["labels"] == PENALTY
 
 
-@pytest.mark.parametrize(
-    "db_kind", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
-def test_runs_stored_before_the_label_get_it_from_their_config_on_upgrade(
-    db_kind: str, tmp_path: Any, request: pytest.FixtureRequest
-) -> None:
+def test_runs_stored_before_the_label_get_it_from_their_config_on_upgrade(db_url: str) -> None:
     import sqlalchemy as sa
 
     from server.storage import migrate
     from server.storage.db import Database
 
-    if db_kind == "duckdb":
-        url = str(tmp_path / "old.duckdb")
-    else:
-        from tests.conftest import fresh_pg_database
-
-        url = fresh_pg_database(request.getfixturevalue("postgres_url"))
-    database = Database(url)
+    database = Database(db_url)
     try:
         migrate.upgrade(database, "0012")
         runs = {

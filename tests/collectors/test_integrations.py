@@ -162,8 +162,10 @@ def test_trl_callback_records_the_generation_settings_when_training_begins(
     transport = FakeTransport()
     run = make_run(tmp_path, transport)
     callback = MismatchCallback(run)
-    callback.on_train_begin(args, _state(0, main=False), TrainerControl())
     callback.on_train_begin(args, _state(0), TrainerControl())
+    # Another process's arguments would replace them: only the main process records.
+    other = SimpleNamespace(repetition_penalty=9.0)
+    callback.on_train_begin(other, _state(0, main=False), TrainerControl())
     callback.on_log(args, _state(1), TrainerControl(), logs=TRL_LOGS)
     assert run.flush(10)
     recorded = transport.batches[-1]["run"]["config"]["trl"]
