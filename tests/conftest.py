@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import prefork
 from tests.waiting import wait_for as wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,51 +94,31 @@ class ServerProcess:
         self.args = (["--host", host] if host else []) + (args or [])
         self.env = env or {}
         self.log_path = log_dir / f"server-{self.port}-{uuid.uuid4().hex[:6]}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: prefork.Process | None = None
         self.token: str | None = None
-        self._log: Any = None
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
         """Start and wait until this process answers /healthz on its port. A port chosen here
         that another process took meanwhile (parallel workers) is chosen anew."""
         # A restart keeps its port: clients were told this one.
         rechoose = self._port_chosen and self.proc is None
-        try:
-            for _ in range(3):
-                if self._launch(timeout):
-                    return self
-                if not rechoose:
-                    break
-                self.port = free_port()
-                self.url = f"http://{self._host or '127.0.0.1'}:{self.port}"
-            raise RuntimeError(f"server exited with {self.returncode()}:\n{self.log()}")
-        except BaseException:
-            self._close_log()
-            raise
+        for _ in range(3):
+            if self._launch(timeout):
+                return self
+            if not rechoose:
+                break
+            self.port = free_port()
+            self.url = f"http://{self._host or '127.0.0.1'}:{self.port}"
+        raise RuntimeError(f"server exited with {self.returncode()}:\n{self.log()}")
 
     def returncode(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
     def _launch(self, timeout: float) -> bool:
         """Whether the server came up; False when it could not bind its port."""
-        env = {**os.environ, **self.env}
-        cmd = [
-            sys.executable,
-            "-m",
-            "server.cli",
-            "serve",
-            "--db",
-            self.db,
-            "--port",
-            str(self.port),
-            "--log-level",
-            "warning",
-            *self.args,
-        ]
-        self._close_log()
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed when the process ends
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        argv = ["serve", "--db", self.db, "--port", str(self.port), "--log-level", "warning"]
+        self.proc = prefork.start(
+            [*argv, *self.args], env={**os.environ, **self.env}, cwd=ROOT, stdout=self.log_path
         )
         proc = self.proc
 
@@ -173,7 +154,6 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
-        self._close_log()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -182,12 +162,6 @@ class ServerProcess:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
-        self._close_log()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def _headers(self, token: str | None) -> dict[str, str]:
         token = token or self.token
@@ -263,6 +237,7 @@ def _shares_fixtures_beyond_a_test(item: pytest.Item) -> bool:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _close_chromium()
+    prefork.PARENT.close()
 
 
 def _close_chromium() -> None:

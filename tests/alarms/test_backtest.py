@@ -9,7 +9,6 @@ import json
 import math
 import random
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ import pytest
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
+from tests import prefork
 from tests.alarms.test_webhooks import LOCAL_RECEIVERS, Receiver, outbox_after_stop
-from tests.conftest import ROOT, ServerProcess
+from tests.conftest import ServerProcess
 from tests.factories import record, run_upsert
 
 pytestmark = pytest.mark.slow
@@ -103,13 +103,8 @@ def tokens(tmp_path: Path) -> tuple[str, dict[str, str]]:
 
 
 def _cli(server: ServerProcess, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "server.cli", "alarm", "backtest", *args]
-    return subprocess.run(
-        [*command, "--url", server.url, "--token", token],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return prefork.mismatch(
+        "alarm", "backtest", *args, "--url", server.url, "--token", token, timeout=120
     )
 
 

@@ -5,8 +5,6 @@ a restart."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ from server.alarms.store import AlarmStore
 from server.domain.alarms import Rule
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ROOT
+from tests import prefork
 from tests.factories import record, run_upsert
 from tests.waiting import wait_for
 
@@ -110,13 +108,7 @@ def test_a_failing_rule_does_not_stop_the_others_and_shows_its_error(
     assert _errors_metric(server) == (
         f'mismatch_rule_errors_total{{project="p",rule="{LEGACY.id}"}} 1.0'
     )
-    cli = subprocess.run(
-        [sys.executable, "-m", "server.cli", "rule", "list", "--url", server.url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    cli = prefork.mismatch("rule", "list", "--url", server.url, timeout=60)
     assert cli.returncode == 0, cli.stderr
     assert f"{LEGACY.id}\tp\tlegacy\tspike\tk3_kl\tTrue\terror\tIndexError" in cli.stdout
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import collectors
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ROOT
+from tests import prefork
 
 pytestmark = pytest.mark.slow
 
@@ -23,13 +22,7 @@ STEPS = 300
 
 
 def mismatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return prefork.mismatch(*args)
 
 
 def spool_files(directory: Path) -> list[str]:

@@ -5,14 +5,12 @@ real headless Chromium."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
+from tests import prefork
 from tests.alarms.test_webhooks import LOCAL_RECEIVERS, Receiver, wait_for
-from tests.conftest import ROOT
 from tests.dashboard.test_browser import wait_plots
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -82,10 +80,7 @@ def test_notification_carries_differences_and_a_working_compare_link(
                 ),
             }
             assert server.post("/api/v1/ingest", body).status_code == 200
-        command = [sys.executable, "-m", "server.cli", "project", "reference", "v0-ref"]
-        done = subprocess.run(
-            [*command, "--url", server.url], cwd=ROOT, capture_output=True, text=True, timeout=60
-        )
+        done = prefork.mismatch("project", "reference", "v0-ref", "--url", server.url, timeout=60)
         assert done.returncode == 0, done.stderr
         assert server.query(f"/api/v1/projects/{PROJECT}/reference")["run"] == "v0-ref"
         for fmt, receiver in receivers.items():

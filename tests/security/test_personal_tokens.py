@@ -5,8 +5,6 @@ never ingesting, revoked by its owner only."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +16,7 @@ from server.identity.members import Members
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
+from tests import prefork
 from tests.conftest import ServerProcess
 from tests.factories import batch
 from tests.security.conftest import (
@@ -128,19 +127,15 @@ def test_the_server_admin_makes_a_users_token_on_the_command_line(
     _, ingest = TokenService(db).create(project="grpo", scope="ingest")
     Members(db).add(kind="user", name="alice@lab", project="grpo", role="admin")
     db.dispose()
-    made = subprocess.run(
-        [sys.executable, "-m", "server.cli", "token", "create", "--user", "alice@lab",
-         "--name", "ci", "--db", db_path],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    made = prefork.mismatch(
+        "token", "create", "--user", "alice@lab", "--name", "ci", "--db", db_path, timeout=120
+    )
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     assert token.startswith("mm_p") and "personal token" in made.stderr
-    nobody = subprocess.run(
-        [sys.executable, "-m", "server.cli", "token", "create", "--user", "nobody@lab",
-         "--db", db_path],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    nobody = prefork.mismatch(
+        "token", "create", "--user", "nobody@lab", "--db", db_path, timeout=120
+    )
     assert nobody.returncode != 0 and "no project is mapped" in nobody.stderr
     server = server_factory(db_path)
     stored = server.post("/api/v1/ingest", batch("run-1", range(3), project="grpo"), token=ingest)

@@ -8,7 +8,6 @@ import json
 import math
 import random
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from server.domain.alarms import Alert, Rule
 from server.services.ingest import IngestService
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ROOT
+from tests import prefork
 from tests.dashboard.seed import engine, run_body
 from tests.factories import bucket_table, ingest_batch, record, run_upsert
 
@@ -130,13 +129,7 @@ def test_missing_or_unreadable_runs_and_bad_ranges_answer_4xx(server: Any) -> No
 
 
 def _diagnose(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", "diagnose", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return prefork.mismatch("diagnose", *args, timeout=120)
 
 
 def test_cli_diagnose_prints_the_likeliest_cause_and_its_checks(server: Any) -> None:

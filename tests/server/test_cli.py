@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +15,12 @@ from typer.testing import CliRunner
 from server.cli import app
 from server.services.tokens import TokenService
 from server.storage.db import Database
+from tests import prefork
 from tests.conftest import ROOT
 
 
 def mismatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return prefork.mismatch(*args, timeout=120)
 
 
 def parses(args: list[str]) -> None:

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 
+from tests import prefork
 from tests.alarms.test_webhooks import Receiver
-from tests.conftest import ROOT
 from tests.factories import batch
 
 pytestmark = pytest.mark.slow
 
 
 def mismatch(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args, "--url", url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return prefork.mismatch(*args, "--url", url, timeout=120)
 
 
 def ok(url: str, *args: str) -> str:

@@ -4,7 +4,6 @@ project read it, nobody sets a run of another project, and it is stored by run i
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,14 @@ import sqlalchemy as sa
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ROOT
+from tests import prefork
 from tests.factories import batch
 
 
 def _cli(url: str, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", "project", "reference", *args, "--url", url,
-         "--token", token],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return prefork.mismatch(
+        "project", "reference", *args, "--url", url, "--token", token, timeout=60
+    )
 
 
 def _put(server: Any, path: str, body: Any, token: str) -> httpx.Response:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from server.services.reads import Reads
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests.conftest import ROOT
+from tests import prefork
 from tests.factories import ingest_batch
 from tests.waiting import wait_for
 
@@ -33,13 +32,7 @@ EVERY = ReadScope.EVERY
 
 
 def mismatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return prefork.mismatch(*args)
 
 
 def _fill(db: Database, runs: dict[str, str], steps: int = STEPS) -> None:
