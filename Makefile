@@ -52,9 +52,10 @@ test: deps-system venv-test
 	$(VENV)/bin/mypy
 	$(PYTEST)
 
-# The inner loop: without the real-vLLM, browser and PostgreSQL tiers.
+# The inner loop: without the real-vLLM, browser and PostgreSQL tiers, and with a quarter of
+# each property's examples (tests/budget.py).
 test-fast: venv-test
-	$(PYTEST) -m "not vllm and not browser and not postgres"
+	TESTS_BUDGET=0.25 $(PYTEST) -m "not vllm and not browser and not postgres"
 
 lint:
 	$(VENV)/bin/ruff check --fix .

@@ -26,12 +26,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import hypothesis
 import pytest
 
-from tests import prefork
+from tests import budget, prefork
 from tests.waiting import wait_for as wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Properties that name no budget of their own try Hypothesis's default share of this run's.
+hypothesis.settings.register_profile(
+    "budget", max_examples=budget.examples(budget.DEFAULT_EXAMPLES)
+)
+hypothesis.settings.load_profile("budget")
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
 

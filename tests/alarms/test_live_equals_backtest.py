@@ -28,6 +28,7 @@ from server.domain.records import BatchWrite, Record, RunUpsert
 from server.storage import migrate
 from server.storage.db import Database
 from server.storage.ingest import write_batches
+from tests.budget import examples
 
 STEPS = 90
 ACTORS = ("t0", "t1")
@@ -145,7 +146,7 @@ def _alerts(found: list[Any]) -> list[tuple[Any, ...]]:
 
 @pytest.mark.slow
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -23,12 +23,15 @@ from server.domain.alarms import Rule, RunActivity
 from server.domain.records import StoredRecord
 from server.domain.rule_params import PARAM_RANGES, ParamRange, param_problems
 from server.errors import Rejected
+from tests.budget import examples
 
 EDGES = [math.nan, math.inf, -math.inf, 0.0, -0.0, -1.0, 1e308, -1e308, 5e-324, -5e-324]
 EDGES += [1.7976931348623157e308, 1e-30, 1e-3, 2.5]
 VALUES = st.one_of(st.sampled_from(EDGES), st.floats(allow_nan=True, allow_infinity=True))
 SERIES = st.lists(VALUES, min_size=1, max_size=80)
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 STREAM = StreamKey("p", "run", "trainer", "t0")
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from collectors._vocabulary import DEFAULT_EDGES, EMPTY_STEP, PLAIN_PYTHON
+from tests.budget import examples
 from tests.collectors.closeness import (
     MARGIN,
     PATHS,
@@ -26,7 +27,9 @@ from tests.collectors.closeness import (
 )
 from tests.collectors.reference import reference
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 Step = dict[str, np.ndarray]
 
 # Logprobs keep clear of the bucket edges by more than float32's rounding of exp(lR), so that
@@ -154,13 +157,13 @@ def test_nan_and_inf_reach_the_plain_python_metrics_as_in_the_reference(
 
 
 @pytest.mark.parametrize("path", PATHS)
-@settings(SETTINGS, max_examples=15)
+@settings(SETTINGS, max_examples=examples(15))
 @given(x=long_steps())
 def test_long_sequences_equal_the_reference(path: str, x: Step) -> None:
     check_array_path(path, x)
 
 
-@settings(SETTINGS, max_examples=8)
+@settings(SETTINGS, max_examples=examples(8))
 @given(x=long_steps())
 def test_long_sequences_in_plain_python_equal_the_reference(x: Step) -> None:
     check_pure_path(x)

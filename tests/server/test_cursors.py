@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from server.domain.names import RUN_SORTS
 from server.storage.run_pages import MAX_CURSOR, Cursor, InvalidCursor
+from tests.budget import examples
 from tests.conftest import ServerProcess
 from tests.factories import batch
 
@@ -61,21 +62,21 @@ def test_every_valid_cursor_round_trips(cursor: Cursor) -> None:
     assert same_key(back.key, cursor.key)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.text(max_size=MAX_CURSOR + 10))
 def test_arbitrary_text_decodes_or_raises_only_the_codecs_error(text: str) -> None:
     with contextlib.suppress(InvalidCursor):
         Cursor.decode(text)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.one_of(st.binary(max_size=300), JSON.map(lambda v: json.dumps(v).encode())))
 def test_arbitrary_base64_decodes_or_raises_only_the_codecs_error(raw: bytes) -> None:
     with contextlib.suppress(InvalidCursor):
         Cursor.decode(b64(raw))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.sampled_from([*RUN_SORTS, "pk", ""]), JSON, JSON, JSON)
 def test_a_four_part_cursor_is_refused_or_valid_for_its_sort(
     sort: str, descending: Any, key: Any, pk: Any

@@ -21,6 +21,7 @@ from schemathesis.checks import not_a_server_error
 
 from server.app import create_app
 from server.config import Settings
+from tests.budget import examples
 from tests.factories import batch
 
 
@@ -54,7 +55,7 @@ def test_no_endpoint_answers_5xx(api_schema: Any) -> None:
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
-            max_examples=30,
+            max_examples=examples(30),
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),

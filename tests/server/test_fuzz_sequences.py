@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from server.app import create_app
 from server.config import Settings
 from server.domain import signals
+from tests.budget import examples
 
 ANALYSIS_DEADLINE_S = 5.0
 """Far above what these reads need on a handful of stored steps; unbounded work passes it."""
@@ -97,7 +98,7 @@ def _reads(run: str, project: str, metric: str) -> list[tuple[str, str, Any]]:
 @pytest.mark.slow
 @given(records=st.lists(RECORD, min_size=1, max_size=12), name=st.integers(0, 10**6))
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     database=None,
     suppress_health_check=list(HealthCheck),

@@ -1,0 +1,23 @@
+"""How much work the property-based tests do: all of it in `make test`, a share in the inner loop.
+
+`make test`, which CI runs, gives every property its whole budget. `make test-fast` sets
+`TESTS_BUDGET=0.25`: each property tries a quarter of its examples (never fewer than
+`FLOOR`), so the inner loop answers in minutes while the full budget still runs before a change
+lands. Hypothesis keeps the failing examples it found in its database, and a later run of either
+command tries them first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+SHARE = float(os.environ.get("TESTS_BUDGET") or 1.0)
+FLOOR = 5
+DEFAULT_EXAMPLES = 100
+"""Hypothesis's own default, for the properties that do not name theirs."""
+
+
+def examples(full: int) -> int:
+    """The examples a property tries under this run's budget; `full` in `make test`."""
+    return max(min(full, FLOOR), math.ceil(full * SHARE))
