@@ -48,8 +48,8 @@ def test_server_down_at_start_then_up_delivers_everything_once(
     run = fast_run(server.url, "down-first", tmp_path / "spool")
     for step in range(50):
         run.log_metrics(step, {"x": float(step)})
-    run.flush(20)
-    assert run.stats()["spooled"] == 50
+    assert wait_for(lambda: run.stats()["spooled"] == 50)
+    assert not run.flush(0.5)  # nothing can be delivered yet, and flush says so
     server.start()
     for step in range(50, 60):
         run.log_metrics(step, {"x": float(step)})
@@ -117,10 +117,14 @@ def test_a_forked_child_logs_and_its_records_arrive(server_factory: Any, tmp_pat
     assert points_per_step(server, "forky", actor="trainer-0") == {0: 1, 1: 1}
 
 
-def child_script(url: str, spool: Path, run_id: str, steps: int) -> str:
+def child_script(url: str, spool: Path, run_id: str, steps: int, exit_bound: float = 10.0) -> str:
+    """A trainer that logs `steps` steps and exits; its exit hook waits `exit_bound` seconds
+    at most for the server."""
     return textwrap.dedent(
         f"""
         import collectors
+        import collectors._run
+        collectors._run.ATEXIT_TIMEOUT = {exit_bound!r}
         run = collectors.init(url={url!r}, run_id={run_id!r}, spool_dir={str(spool)!r},
                               flush_interval=0.5, timeout=1.0)
         for step in range({steps}):
@@ -148,7 +152,8 @@ def test_exit_while_server_away_spools_and_next_start_replays(
 ) -> None:
     server = server_factory(start=False)
     spool = tmp_path / "spool"
-    run_child(child_script(server.url, spool, "exit-spool", 100))
+    # The server is away: the exit hook spools what it could not send once its bound is over.
+    run_child(child_script(server.url, spool, "exit-spool", 100, exit_bound=2.0))
     assert list(spool.glob("exit-spool.*.jsonl"))
     server.start()
     later = fast_run(server.url, "exit-spool", spool)
