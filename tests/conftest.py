@@ -48,6 +48,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.fixture
+def away_url() -> Iterator[str]:
+    """The URL of a server that is away: a loopback port bound for the test but not listening,
+    so that a connection is refused at once. (A port merely found free could meanwhile be taken
+    by a parallel worker's server, which would then take the test's data in.)"""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
 def listens_on(pid: int, port: int) -> bool | None:
     """Whether process `pid` holds a listening TCP socket on `port`; None where /proc cannot
     tell. A free port handed out here can be taken by a parallel worker before our server binds

@@ -16,7 +16,6 @@ import pytest
 import collectors
 from collectors._spool import Spool
 from collectors._transport import Answer, Worker
-from tests.conftest import free_port
 from tests.factories import record, run_upsert
 
 STEPS = 300
@@ -81,11 +80,10 @@ def test_flush_and_close_after_two_kill9s_leave_nothing_in_the_spool(
 
 
 def test_close_whose_server_never_comes_back_logs_once_with_path_and_count(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, away_url: str
 ) -> None:
     spool = tmp_path / "spool"
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    run = collectors.init(url=url, run_id="away", spool_dir=spool, flush_interval=0.05)
+    run = collectors.init(url=away_url, run_id="away", spool_dir=spool, flush_interval=0.05)
     for step in range(20):
         run.log_metrics(step, {"x": float(step)})
     with caplog.at_level(logging.WARNING, logger=LOGGER):
@@ -100,11 +98,10 @@ def test_close_whose_server_never_comes_back_logs_once_with_path_and_count(
 
 
 def test_flush_then_close_while_server_away_warn_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, away_url: str
 ) -> None:
     spool = tmp_path / "spool"
-    url = f"http://127.0.0.1:{free_port()}"
-    run = collectors.init(url=url, run_id="away2", spool_dir=spool, flush_interval=0.05)
+    run = collectors.init(url=away_url, run_id="away2", spool_dir=spool, flush_interval=0.05)
     for step in range(7):
         run.log_metrics(step, {"x": float(step)})
     with caplog.at_level(logging.WARNING, logger=LOGGER):
