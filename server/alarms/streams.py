@@ -150,7 +150,10 @@ class Streams:
     def _continues(self, stream: StreamKey, cursor: Cursor, batch: _Batch) -> bool:
         """Whether the batch starts where the stream's evaluation stands: right after the
         cursor, or after steps it skips (a stream that logs every few steps) — nothing stored
-        in between that was never evaluated."""
+        in between that was never evaluated, nor at the batch's own steps: a server that
+        restarted from states saved earlier has not evaluated the values it stored since."""
+        if any(record.joins_stored for _, record in batch.items):
+            return False
         if batch.lo == cursor.through + 1:
             return True
         return not self.history.stored_between(stream, cursor.through, batch.lo)

@@ -132,6 +132,9 @@ class StoredRecord:
     gpu: str | None
     weight_version: int | None
     metrics: Mapping[str, float]
+    joins_stored: bool = False
+    """The step was stored before this batch, which adds values to it: values of that step
+    that an evaluation after a restart has not seen may be stored already."""
 
 
 @dataclass(slots=True)

@@ -279,6 +279,7 @@ def _write_records(
                         m.gpu,
                         m.weight_version,
                         fresh,
+                        joins_stored=not is_new,
                     )
                 )
         result.values = columns.points.size - before

@@ -174,3 +174,47 @@ def test_the_steps_in_order_raise_alerts_of_every_stateful_kind(tmp_path: Path) 
     names = {a.rule_name for a in AlarmStore(db).alerts(run_id="ordered")}
     db.dispose()
     assert {"vllm-kl spike", "vllm-kl rise", "vllm-kl high", "collapse precursor"} <= names
+
+
+def _whole(actor: str, steps: range) -> Op:
+    return ("send", (actor, [(s, tuple(_metrics(actor, s))) for s in steps]))
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        # The rest of a step whose first part the lost life stored and evaluated ...
+        [("send", ("t0", [(42, ("grad_norm", "entropy", "ratio_dev_1e4"))]))],
+        # ... or a step it never stored, before steps it did.
+        [_whole("t0", range(61, 62))],
+    ],
+    ids=["rest-of-a-stored-step", "next-step"],
+)
+def test_a_restart_from_earlier_states_evaluates_what_was_stored_since(
+    tmp_path: Path, late: list[Op]
+) -> None:
+    """States saved at step 41; a life that then stored and evaluated step 42's k3 and steps
+    43-60 dies unsaved. The next life resumes from step 41: the batch that comes next must not
+    be taken as the stream's continuation, or step 42's k3 is never evaluated again."""
+    db = Database(str(tmp_path / "restart.duckdb"))
+    migrate.upgrade(db)
+    ops: list[Op] = [
+        _whole("t0", range(0, 42)),
+        ("restart", True),
+        (
+            "send",
+            ("t0", [(42, ("k3_kl",)), *((s, tuple(_metrics("t0", s))) for s in range(43, 61))]),
+        ),
+        ("restart", False),
+        *late,
+    ]
+    service = _deliver(db, "restarted", ops)
+    service.recover(now=time.time() + 60)
+    store = AlarmStore(db)
+    backtest = Backtester(store).run(run_id="restarted", project="p")
+    live = [
+        a for a in store.alerts(run_id="restarted", limit=10_000) if a.rule_name != "stalled run"
+    ]
+    assert _alerts(live) == _alerts(backtest.alerts)  # type: ignore[arg-type]
+    assert backtest.alerts
+    db.dispose()
