@@ -9,17 +9,20 @@ from pathlib import Path
 import pytest
 
 from tests import prefork
-from tests.conftest import ServerProcess
+from tests.conftest import ROOT, ServerProcess
 
 
 def both_ways(
-    monkeypatch: pytest.MonkeyPatch, *argv: str | Path, env: dict[str, str] | None = None
+    monkeypatch: pytest.MonkeyPatch,
+    *argv: str | Path,
+    env: dict[str, str] | None = None,
+    cwd: Path = ROOT,
 ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     """The same command forked from the pre-imported parent, then run by a fresh interpreter."""
-    forked = prefork.mismatch(*argv, env=env, timeout=120)
+    forked = prefork.mismatch(*argv, env=env, cwd=cwd, timeout=120)
     with monkeypatch.context() as patch:
         patch.setenv(prefork.EXEC_ENV, "1")
-        executed = prefork.mismatch(*argv, env=env, timeout=120)
+        executed = prefork.mismatch(*argv, env=env, cwd=cwd, timeout=120)
     return forked, executed
 
 
@@ -53,7 +56,8 @@ def test_a_forked_command_reads_its_own_environment_and_directory(
         )
         assert made.returncode == 0, made.stderr
     assert {path.name for path in tmp_path.iterdir()} >= {"one.duckdb", "two.duckdb"}
-    forked, executed = both_ways(monkeypatch, "token", "list", env={"MISMATCH_DB": "absent"})
+    absent = {"MISMATCH_DB": "absent.duckdb"}
+    forked, executed = both_ways(monkeypatch, "token", "list", env=absent, cwd=tmp_path)
     assert same(forked, executed), (forked, executed)
 
 
