@@ -103,7 +103,8 @@ class Spool:
     def held(self) -> list[Path]:
         """The files this process answers for: those it may replay and those it is replaying."""
         mine = f".replaying.{os.getpid()}"
-        return [*self._replayable(), *(f for f in self._files() if f.name.endswith(mine))]
+        files = self._files()  # one listing: a file renamed between two would be in neither
+        return [*self._replayable(files), *(f for f in files if f.name.endswith(mine))]
 
     def steps(self) -> int:
         """How many step records the files this process answers for hold. Files only grow
@@ -184,8 +185,8 @@ class Spool:
             return []
         return sorted(self.directory.glob(f"{self.run_key}.*"))
 
-    def _replayable(self) -> Iterator[Path]:
-        for file in self._files():
+    def _replayable(self, files: list[Path] | None = None) -> Iterator[Path]:
+        for file in self._files() if files is None else files:
             parsed = spool_file(file.name)
             if parsed is None:
                 continue

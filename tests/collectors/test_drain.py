@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,17 @@ def test_a_replay_stopped_half_way_gives_back_only_what_was_not_delivered(
     assert worker.flush(10)
     assert transport.delivered == [0, 1, 2, 3]  # 0 and 1 were not sent again after the stop
     worker.close()
+
+
+def test_a_file_given_back_mid_listing_is_still_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay that fails gives its file back under its first name. A spool that listed its
+    directory twice could see the claimed name in the first listing and the given-back name in
+    the second, count neither, and let `close` say that nothing was left."""
+    spool = Spool(tmp_path, "run", max_bytes=1 << 20)
+    given_back = spool.path
+    claimed = given_back.with_name(f"{given_back.name}.replaying.{os.getpid()}")
+    listings = iter([[claimed], [given_back]])
+    monkeypatch.setattr(spool, "_files", lambda: next(listings))
+    assert spool.held() == [claimed]
