@@ -66,6 +66,7 @@ class Spool:
         self._lock = threading.Lock()
         self._count_lock = threading.Lock()
         self._counted: dict[str, tuple[int, int, int]] = {}  # name → (inode, offset, records)
+        self._claimed: set[Path] = set()  # being replayed here: renamed, maybe mid-rename back
 
     @property
     def path(self) -> Path:
@@ -104,7 +105,8 @@ class Spool:
         """The files this process answers for: those it may replay and those it is replaying."""
         mine = f".replaying.{os.getpid()}"
         files = self._files()  # one listing: a file renamed between two would be in neither
-        return [*self._replayable(files), *(f for f in files if f.name.endswith(mine))]
+        held = [*self._replayable(files), *(f for f in files if f.name.endswith(mine))]
+        return held + [f for f in list(self._claimed) if f not in held]
 
     def steps(self) -> int:
         """How many step records the files this process answers for hold. Files only grow
@@ -148,6 +150,7 @@ class Spool:
                         name = f"{file.name}.{os.urandom(4).hex()}.jsonl"
                         claimed = file.with_name(f"{name}.replaying.{os.getpid()}")
                     os.rename(file, claimed)
+                    self._claimed.add(claimed)
                 batches = [b for b in read_batches(claimed) if b is not None]
             except OSError:
                 continue
@@ -156,6 +159,7 @@ class Spool:
     def done(self, claimed: Path) -> None:
         with contextlib.suppress(OSError):
             claimed.unlink()
+        self._claimed.discard(claimed)
 
     def release(self, claimed: Path, rest: list[dict[str, Any]] | None = None) -> None:
         """Give a claimed file back; with `rest`, only those batches (the ones not delivered),
@@ -179,6 +183,8 @@ class Spool:
             claimed.unlink()
         except OSError:
             pass
+        finally:
+            self._claimed.discard(claimed)
 
     def _files(self) -> list[Path]:
         if not self.directory.exists():

@@ -94,7 +94,6 @@ class Worker:
         self.dropped: Counter[str] = Counter()
         self._run_pending = True
         self._closed = False
-        self._replaying = False
         self.incompatible = ""  # the server's message once it refused our ingest format
         self._left = LeftBehind(spool)
         self._reset_after_fork()
@@ -207,11 +206,7 @@ class Worker:
             self._retry.undrain(deadline)
 
     def _drained(self) -> bool:
-        # A replay renames its file and gives it back under another name: while it runs, no
-        # listing of the spool can be trusted to show the file.
-        if self._outstanding or self._replaying:
-            return False
-        return bool(self.incompatible) or not self.spool.held()
+        return self._outstanding == 0 and (bool(self.incompatible) or not self.spool.held())
 
     # -- fork safety -----------------------------------------------------------------------
     def _reset_after_fork(self) -> None:
@@ -386,13 +381,6 @@ class Worker:
         return False
 
     def _replay(self) -> None:
-        self._replaying = True
-        try:
-            self._replay_files()
-        finally:
-            self._replaying = False
-
-    def _replay_files(self) -> None:
         for claimed, batches in self.spool.claim():
             delivered = 0
             try:
