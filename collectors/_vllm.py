@@ -135,11 +135,17 @@ def engine_config(engine: Any) -> dict[str, Any]:
 
 def sampling_summary(params: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    names = (
-        *("temperature", "top_p", "top_k", "min_p"),
-        *("repetition_penalty", "presence_penalty", "frequency_penalty", "max_tokens", "n"),
-    )
-    for name in names:
+    for name in (
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "max_tokens",
+        "n",
+    ):
         if hasattr(params, name):
             out[name] = _str(getattr(params, name))
     return out

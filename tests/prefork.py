@@ -163,9 +163,14 @@ def main() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
-    # The pipes to the worker, kept apart from fds 0/1, which a child points elsewhere.
+    # The pipes to the worker, kept apart from fds 0/1, which a child points elsewhere; until
+    # then they read nothing, and what anything prints goes to stderr, never into a reply.
     requests = os.fdopen(os.dup(0), "r")
     replies = os.fdopen(os.dup(1), "w")
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.dup2(2, 1)
     request = _serve(requests, replies)
     if request is not None:
         requests.close()
@@ -265,20 +270,12 @@ def start(
     """`python -m server.cli *argv`, forked from the parent (or executed, with EXEC_ENV set);
     stdout to a file, stderr with it unless given its own."""
     if os.environ.get(EXEC_ENV):
-        with open(stdout, "ab") as out, open(stdin or os.devnull, "rb") as into:
-            err: Any = open(stderr, "ab") if stderr else subprocess.STDOUT  # noqa: SIM115
-            try:
-                return subprocess.Popen(
-                    [sys.executable, "-m", "server.cli", *argv],
-                    cwd=cwd,
-                    env=env,
-                    stdin=into,
-                    stdout=out,
-                    stderr=err,
-                )
-            finally:
-                if stderr:
-                    err.close()
+        with contextlib.ExitStack() as files:  # the process keeps its own copies
+            out = files.enter_context(open(stdout, "ab"))
+            into = files.enter_context(open(stdin or os.devnull, "rb"))
+            err = files.enter_context(open(stderr, "ab")) if stderr else subprocess.STDOUT
+            command = [sys.executable, "-m", "server.cli", *argv]
+            return subprocess.Popen(command, cwd=cwd, env=env, stdin=into, stdout=out, stderr=err)
     request = {
         "op": "spawn",
         "argv": argv,

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests import prefork
-from tests.conftest import ROOT, ServerProcess
+from tests.conftest import ServerProcess
 
 
 def both_ways(
     monkeypatch: pytest.MonkeyPatch,
     *argv: str | Path,
+    cwd: Path,
     env: dict[str, str] | None = None,
-    cwd: Path = ROOT,
 ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     """The same command forked from the pre-imported parent, then run by a fresh interpreter."""
     forked = prefork.mismatch(*argv, env=env, cwd=cwd, timeout=120)
@@ -26,7 +26,9 @@ def both_ways(
     return forked, executed
 
 
-def same(forked: subprocess.CompletedProcess[str], executed: subprocess.CompletedProcess[str]):
+def same(
+    forked: subprocess.CompletedProcess[str], executed: subprocess.CompletedProcess[str]
+) -> bool:
     return (forked.returncode, forked.stdout, forked.stderr) == (
         executed.returncode,
         executed.stdout,
@@ -39,9 +41,9 @@ def same(forked: subprocess.CompletedProcess[str], executed: subprocess.Complete
     [["--help"], ["no-such-command"], ["token", "create", "--scope", "nonsense", "--db", "x"]],
 )
 def test_a_forked_command_answers_as_the_command_a_user_runs(
-    monkeypatch: pytest.MonkeyPatch, argv: list[str]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str]
 ) -> None:
-    forked, executed = both_ways(monkeypatch, *argv)
+    forked, executed = both_ways(monkeypatch, *argv, cwd=tmp_path)
     assert same(forked, executed), (forked, executed)
     assert forked.stdout or forked.stderr
 

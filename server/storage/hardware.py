@@ -281,9 +281,10 @@ def windows(chosen: Sequence[tuple[Piece, int]], target: int, per_piece: int) ->
         span = piece.last - piece.first + 1
         count = min(per_piece, span)
         every = span // count
-        keep = math.ceil(target * n / total / count * span / n) if n else every
+        # Each piece keeps the sample's fraction of its steps; one that holds nothing, all.
+        keep = math.ceil(target * span / (total * count)) if n else every
         if keep >= every:
-            out.append(piece)  # its share is all of it (or it holds nothing to thin)
+            out.append(piece)  # its share is all of it
             continue
         hi = min(piece.hi, piece.first + (count - 1) * every + keep - 1)
         out.append(replace(piece, lo=piece.first, hi=hi, whole=False, every=every, keep=keep))

@@ -200,3 +200,20 @@ def test_a_file_given_back_mid_listing_is_still_held(
     listings = iter([[claimed], [given_back]])
     monkeypatch.setattr(spool, "_files", lambda: next(listings))
     assert spool.held() == [claimed]
+
+
+def test_a_file_being_replayed_is_held_whatever_a_listing_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory listing taken while a file is renamed may show neither name: the files this
+    spool claimed and has not deleted or given back are held all the same."""
+    spool = Spool(tmp_path, "run", max_bytes=1 << 20)
+    assert spool.append({"records": [record("run", 0, {"x": 1.0})]})
+    ((claimed, batches),) = list(spool.claim())
+    assert len(batches) == 1
+    monkeypatch.setattr(spool, "_files", list)  # a listing that missed it
+    assert spool.held() == [claimed]
+    spool.release(claimed)
+    assert spool.held() == []  # given back: only a listing can show it now
+    monkeypatch.undo()
+    assert spool.held() == [spool.path]
