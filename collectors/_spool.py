@@ -63,8 +63,7 @@ class Spool:
         self.directory = Path(directory)
         self.run_key = _SAFE.sub("_", run_id)[:120]
         self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._count_lock = threading.Lock()
+        self._lock = threading.Lock()  # appends, and every rename or removal of a spool file
         self._counted: dict[str, tuple[int, int, int]] = {}  # name → (inode, offset, records)
         self._claimed: set[Path] = set()  # being replayed here: renamed, maybe mid-rename back
 
@@ -103,23 +102,32 @@ class Spool:
 
     def held(self) -> list[Path]:
         """The files this process answers for: those it may replay and those it is replaying."""
-        mine = f".replaying.{os.getpid()}"
-        files = self._files()  # one listing: a file renamed between two would be in neither
-        held = [*self._replayable(files), *(f for f in files if f.name.endswith(mine))]
-        return held + [f for f in list(self._claimed) if f not in held]
+        with self._lock:
+            return self._held()
 
     def steps(self) -> int:
-        """How many step records the files this process answers for hold. Files only grow
-        while they keep their name, so each is read from where the last count stopped."""
+        return self.holding()[0]
+
+    def holding(self) -> tuple[int, int]:
+        """(step records, files) this process answers for, as one view: a replay's renames
+        wait for it, so no file is missed between its old name and its new one. Files only
+        grow while they keep their name, so each is read from where the last count stopped."""
         total = 0
         counted: dict[str, tuple[int, int, int]] = {}
-        with self._count_lock:
-            for file in self.held():
+        with self._lock:
+            files = self._held()
+            for file in files:
                 with contextlib.suppress(OSError):
                     counted[file.name] = self._count(file)
                     total += counted[file.name][2]
             self._counted = counted
-        return total
+        return total, len(files)
+
+    def _held(self) -> list[Path]:
+        mine = f".replaying.{os.getpid()}"
+        files = self._files()
+        held = [*self._replayable(files), *(f for f in files if f.name.endswith(mine))]
+        return held + [f for f in self._claimed if f not in held]
 
     def _count(self, file: Path) -> tuple[int, int, int]:
         inode = file.stat().st_ino
@@ -157,34 +165,37 @@ class Spool:
             yield claimed, batches
 
     def done(self, claimed: Path) -> None:
-        with contextlib.suppress(OSError):
-            claimed.unlink()
-        self._claimed.discard(claimed)
+        with self._lock:
+            with contextlib.suppress(OSError):
+                claimed.unlink()
+            self._claimed.discard(claimed)
 
     def release(self, claimed: Path, rest: list[dict[str, Any]] | None = None) -> None:
         """Give a claimed file back; with `rest`, only those batches (the ones not delivered),
         so that a flaky server does not make a long file start over at every attempt."""
-        original = claimed.name.split(".replaying.", 1)[0]
-        target = claimed.with_name(original)
+        source = claimed
         try:
-            if target.exists():
-                # Our own file got new lines meanwhile: keep both, under a distinct name.
-                target = claimed.with_name(f"{original}.{os.urandom(4).hex()}.jsonl")
-            if rest is None:
-                os.rename(claimed, target)
-                return
-            temporary = claimed.with_name(f"{claimed.name}.rest")
-            with open(temporary, "wb") as handle:
-                for batch in rest:
-                    handle.write((json.dumps(batch, separators=(",", ":")) + "\n").encode())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.rename(temporary, target)  # a crash before the unlink only repeats batches
-            claimed.unlink()
+            if rest is not None:
+                source = claimed.with_name(f"{claimed.name}.rest")
+                with open(source, "wb") as handle:
+                    for batch in rest:
+                        handle.write((json.dumps(batch, separators=(",", ":")) + "\n").encode())
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            with self._lock:  # an append between the check and the rename would be replaced
+                original = claimed.name.split(".replaying.", 1)[0]
+                target = claimed.with_name(original)
+                if target.exists():
+                    # Our own file got new lines meanwhile: keep both, under a distinct name.
+                    target = claimed.with_name(f"{original}.{os.urandom(4).hex()}.jsonl")
+                os.rename(source, target)
+                if source != claimed:
+                    claimed.unlink()  # a crash before this only repeats batches
         except OSError:
             pass
         finally:
-            self._claimed.discard(claimed)
+            with self._lock:
+                self._claimed.discard(claimed)
 
     def _files(self) -> list[Path]:
         if not self.directory.exists():
@@ -221,8 +232,8 @@ class LeftBehind:
         self._warned = None
 
     def report(self, *, final: bool) -> None:
-        steps = self.spool.steps()
-        if steps == 0 and not self.spool.held():
+        steps, files = self.spool.holding()
+        if steps == 0 and not files:
             self._warned = None
             return
         if self._warned is not None and (not final or self._warned == steps):

@@ -8,6 +8,7 @@ import http.client
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 import collectors
 from collectors._spool import Spool
 from collectors._transport import Answer, Worker
+from tests.budget import examples
 from tests.factories import record, run_upsert
 
 STEPS = 300
@@ -217,3 +219,32 @@ def test_a_file_being_replayed_is_held_whatever_a_listing_shows(
     assert spool.held() == []  # given back: only a listing can show it now
     monkeypatch.undo()
     assert spool.held() == [spool.path]
+
+
+def test_a_count_taken_while_a_replay_renames_and_a_run_appends_misses_nothing(
+    tmp_path: Path,
+) -> None:
+    """A replay that keeps failing renames its file away and back while the run appends and
+    `flush`, `close` and `stats()` count. Every count sees at least what was appended before
+    it began, and nothing appended is lost to a file given back over it."""
+    spool = Spool(tmp_path, "run", max_bytes=1 << 24)
+    appended = 0
+    stop = threading.Event()
+
+    def replay_that_fails() -> None:
+        while not stop.is_set():
+            for number, (claimed, batches) in enumerate(spool.claim()):
+                spool.release(claimed, batches if number % 2 else None)
+
+    replayer = threading.Thread(target=replay_that_fails)
+    replayer.start()
+    try:
+        for step in range(examples(300)):
+            assert spool.append({"records": [record("run", step, {"x": 1.0})]})
+            appended += 1
+            steps, files = spool.holding()
+            assert steps >= appended and files >= 1
+    finally:
+        stop.set()
+        replayer.join()
+    assert spool.steps() == appended
