@@ -1,8 +1,10 @@
-"""How much work the property-based tests do: all of it in `make test`, a share in the inner loop.
+"""How much work the property-based and load tests do: all of it in `make test`, a share in the
+inner loop.
 
 `make test`, which CI runs, gives every property its whole budget. `make test-fast` sets
 `TESTS_BUDGET=0.25`: each property tries a quarter of its examples (never fewer than
-`FLOOR`), so the inner loop answers in minutes while the full budget still runs before a change
+`FLOOR`), and each load test (a crowd of clients, a flood, a fault tier) sends a quarter of its
+batches, so the inner loop answers in minutes while the full budget still runs before a change
 lands. Hypothesis keeps the failing examples it found in its database, and a later run of either
 command tries them first.
 """
@@ -21,3 +23,9 @@ DEFAULT_EXAMPLES = 100
 def examples(full: int) -> int:
     """The examples a property tries under this run's budget; `full` in `make test`."""
     return max(min(full, FLOOR), math.ceil(full * SHARE))
+
+
+def scaled(full: int, *, floor: int = 1) -> int:
+    """A load test's size (batches, connections, bytes) under this run's budget: the same
+    races with less traffic in the inner loop, `full` in `make test`."""
+    return max(min(full, floor), math.ceil(full * SHARE))

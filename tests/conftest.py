@@ -29,7 +29,7 @@ import httpx
 import hypothesis
 import pytest
 
-from tests import budget, prefork
+from tests import budget, prefork, web
 from tests.waiting import wait_for as wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +143,7 @@ class ServerProcess:
             if proc.poll() is not None:
                 return True
             try:
-                healthy = httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200
+                healthy = web.get(self.url + "/healthz", timeout=1.0).status_code == 200
             except httpx.HTTPError:
                 return False
             # Another worker's server may hold the port this one failed to bind.
@@ -192,10 +192,10 @@ class ServerProcess:
         if gzip_body:
             data = gzip.compress(data)
             headers["Content-Encoding"] = "gzip"
-        return httpx.post(self.url + path, content=data, headers=headers, timeout=30.0)
+        return web.post(self.url + path, content=data, headers=headers, timeout=30.0)
 
     def get(self, path: str, *, token: str | None = None) -> httpx.Response:
-        return httpx.get(self.url + path, headers=self._headers(token), timeout=30.0)
+        return web.get(self.url + path, headers=self._headers(token), timeout=30.0)
 
     def query(self, path: str, *, token: str | None = None) -> Any:
         response = self.get(path, token=token)

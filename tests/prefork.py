@@ -45,9 +45,23 @@ PRELOAD = (
     "uvicorn.protocols.http.httptools_impl",
     "uvicorn.protocols.websockets.auto",
     "uvicorn.lifespan.on",
+    # What building the app imports lazily: the database drivers, the migrations' runner,
+    # the dashboard's web framework, plotly's offline bundle and the webhooks' HTTP client.
+    "duckdb",
+    "duckdb_engine",
+    "alembic.command",
+    "dash.backends._flask",
+    "flask",
+    "jinja2",
+    "werkzeug.debug",
+    "werkzeug.routing",
+    "plotly.offline",
+    "plotly.tools",
+    "httpcore",
+    "importlib_metadata",
 )
 """What `mismatch serve` imports before it answers: the command line, the app and its
-dashboard, and what uvicorn loads when it starts."""
+dashboard, what uvicorn loads when it starts, and what building the app imports on its way."""
 
 
 # -- the parent ------------------------------------------------------------------------------

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
 from server.alarms.defaults import DEFAULT_RULES, SAMPLER_PACK
 from server.storage import migrate
 from server.storage.db import Database
+from tests import web
 from tests.factories import record, run_upsert
 from tests.importers.stored import mismatch
 from tests.importers.test_wandb import write_csv
@@ -74,7 +74,7 @@ def test_a_project_whose_rules_were_all_deleted_stays_without_them(
     rules = server.query("/api/v1/rules?project=quiet")["data"]
     assert len(rules) == len(DEFAULT_RULES)
     for rule in rules:
-        assert httpx.delete(f"{server.url}/api/v1/rules/{rule['id']}").status_code == 204
+        assert web.delete(f"{server.url}/api/v1/rules/{rule['id']}").status_code == 204
     server.stop()
     server = server_factory(db)  # a restart gives the pack only to projects that never had it
     _high_k3(server, "second", "quiet", range(1, 6))

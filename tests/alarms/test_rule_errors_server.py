@@ -12,7 +12,7 @@ from server.alarms.store import AlarmStore
 from server.domain.alarms import Rule
 from server.storage import migrate
 from server.storage.db import Database
-from tests import prefork
+from tests import prefork, web
 from tests.factories import record, run_upsert
 from tests.waiting import wait_for
 
@@ -51,9 +51,8 @@ def test_the_hostile_rule_is_refused_at_save_and_in_a_backtest_naming_the_field(
 
 
 def httpx_patch(server: Any, path: str, body: Any) -> Any:
-    import httpx
 
-    return httpx.patch(server.url + path, json=body, timeout=30.0)
+    return web.patch(server.url + path, json=body, timeout=30.0)
 
 
 def _database_with_a_legacy_rule(path: Path) -> None:

@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 
 from dashboard import ids
 from server.api.dash_callbacks import CALLBACK_PATH, DashCallbackCheck, callback_problem
+from tests import web
 from tests.conftest import ServerProcess
 
 PATH = "/" + CALLBACK_PATH
@@ -38,7 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def _post(server: ServerProcess, body: bytes) -> httpx.Response:
-    return httpx.post(
+    return web.post(
         server.url + PATH,
         content=body,
         headers={"Content-Type": "application/json", "Origin": server.url},

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests.budget import scaled
 from tests.conftest import ROOT, ServerProcess
 from tests.faults.proxy import FaultProxy
 
@@ -131,22 +132,26 @@ def _kill_and_restart(server: ServerProcess, proxy: FaultProxy, memory: MemoryWa
     memory.sample()
     server.kill()
     refused = proxy.count("upstream_refused")
-    wait_for(lambda: proxy.count("upstream_refused") >= refused + 8, what="a dead server met")
+    wait_for(
+        lambda: proxy.count("upstream_refused") >= refused + scaled(8), what="a dead server met"
+    )
     server.start()
     memory.started()
     forwarded = proxy.count("forwarded")
-    wait_for(lambda: proxy.count("forwarded") >= forwarded + 16, what="traffic after the restart")
+    wait_for(
+        lambda: proxy.count("forwarded") >= forwarded + scaled(16), what="traffic after the restart"
+    )
 
 
 def _faults(server: ServerProcess, proxy: FaultProxy, memory: MemoryWatch) -> None:
-    wait_for(lambda: proxy.count("forwarded") >= 32, what="the collectors' first batches")
-    _phase(proxy, "slow", "slowed", 24)
-    _phase(proxy, "truncate", "truncated", 30)
-    _phase(proxy, "reset", "reset", 30)
-    _phase(proxy, "stall", "stalled", 16)
+    wait_for(lambda: proxy.count("forwarded") >= scaled(32), what="the collectors' first batches")
+    _phase(proxy, "slow", "slowed", scaled(24))
+    _phase(proxy, "truncate", "truncated", scaled(30))
+    _phase(proxy, "reset", "reset", scaled(30))
+    _phase(proxy, "stall", "stalled", scaled(16))
     proxy.set_mode("pass")
     _kill_and_restart(server, proxy, memory)
-    _phase(proxy, "truncate", "truncated", 12)
+    _phase(proxy, "truncate", "truncated", scaled(12))
     proxy.set_mode("pass")
     _kill_and_restart(server, proxy, memory)
 

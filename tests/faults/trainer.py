@@ -1,6 +1,6 @@
 """One collector of the fault tests, as a training process runs one: it logs a step at a time
-until the stop file appears (or `--max-steps`), then flushes and closes within bounded times and
-prints what it did as one JSON line.
+until the stop file appears (but not before its mismatch has gone bad) or `--max-steps`, then
+flushes and closes within bounded times and prints what it did as one JSON line.
 
     python tests/faults/trainer.py URL RUN ACTOR SPOOL_DIR STOP_FILE
 
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 JUMP = 120
+LEAST_STEPS = JUMP + 40  # stopped earlier, the run would not have gone bad for the alarms
 STEP_TIME = 0.03  # what one training step takes here
 
 
@@ -50,7 +51,7 @@ def main() -> int:
     rng = random.Random(f"{args.run}/{args.actor}")
     stop = Path(args.stop)
     step = 0
-    while step < args.max_steps and not stop.exists():
+    while step < args.max_steps and (step < LEAST_STEPS or not stop.exists()):
         run.log_metrics(step, metrics(rng, step))
         step += 1
         time.sleep(STEP_TIME)  # the training step's own time, not a wait for anything

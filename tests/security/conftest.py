@@ -22,6 +22,7 @@ from server.identity.members import Members
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
+from tests import web
 from tests.conftest import ServerProcess, fresh_pg_database
 from tests.factories import batch
 from tests.security.oidc_provider import CLIENT_ID, CLIENT_SECRET, Account, Provider, serving
@@ -170,11 +171,9 @@ def oidc_sign_in(url: str, username: str, *, next_path: str = "/") -> Iterator[h
 
 def provider_login(authorize_url: str, username: str, password: str = PASSWORD) -> str:
     """Fill in the provider's login form; the callback URL it sends the browser back to."""
-    page = httpx.get(authorize_url, timeout=30)
+    page = web.get(authorize_url, timeout=30)
     assert page.status_code == 200 and 'name="username"' in page.text
-    answer = httpx.post(
-        authorize_url, data={"username": username, "password": password}, timeout=30
-    )
+    answer = web.post(authorize_url, data={"username": username, "password": password}, timeout=30)
     assert answer.status_code == 302, answer.text
     return str(answer.headers["location"])
 
@@ -219,7 +218,7 @@ def _seed(server: ServerProcess, made: dict[str, tuple[str, str]]) -> Deployment
         token=admin,
     )
     assert silence.status_code == 201, silence.text
-    reference = httpx.put(
+    reference = web.put(
         f"{server.url}/api/v1/projects/alpha/reference",
         json={"run": ALPHA_RUN},
         headers={"Authorization": f"Bearer {admin}"},

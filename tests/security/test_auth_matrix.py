@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import web
 from tests.factories import batch
 from tests.security.conftest import ALPHA_RUN, PEOPLE, SECRET, Deployment
 
@@ -111,7 +111,7 @@ def fresh(deployment: Deployment, name: str, caller: str | None) -> str:
     caller's own where the caller is a person who can make one."""
     server, admin = deployment.server, deployment.tokens["server_admin"]
     if name == "personal_id":
-        made = httpx.post(
+        made = web.post(
             server.url + "/api/v1/me/tokens", json={}, cookies=deployment.cookies(caller)
         )
         return str(made.json()["id"]) if made.status_code == 201 else "p000000000000"
@@ -150,7 +150,7 @@ def allowed(level: str, token: str) -> bool:
 
 
 def operations(deployment: Deployment) -> list[tuple[str, str]]:
-    document = httpx.get(deployment.server.url + "/openapi.json", timeout=30).json()
+    document = web.get(deployment.server.url + "/openapi.json", timeout=30).json()
     return [
         (method.upper(), path)
         for path, ops in document["paths"].items()
@@ -181,14 +181,14 @@ def test_each_operation_answers_each_token_as_its_scope_and_project_say(
                 target = target.replace("{" + name + "}", value)
         params = dict(QUERY.get(path, {})) if method in ("GET", "DELETE") else {}
         if (method, path) == ("DELETE", "/api/v1/members"):  # a mapping for it to remove
-            mapped = httpx.put(
+            mapped = web.put(
                 server.url + path,
                 json=body_for("PUT", path),
                 headers=deployment.headers("server_admin"),
                 timeout=60,
             )
             assert mapped.status_code == 200, mapped.text
-        response = httpx.request(
+        response = web.request(
             method,
             server.url + target,
             params=params,
@@ -223,8 +223,8 @@ def test_another_projects_run_is_as_unknown_as_a_missing_one(deployment: Deploym
     """Same status, same words (but the id) for alpha's run and a run nobody has."""
     server, token = deployment.server, deployment.headers("admin_beta")
     for template in ("/api/v1/runs/{}", "/api/v1/runs/{}/series?metric=k3_kl"):
-        theirs = httpx.get(server.url + template.format(ALPHA_RUN), headers=token, timeout=30)
-        nobodys = httpx.get(server.url + template.format("no-such-run"), headers=token, timeout=30)
+        theirs = web.get(server.url + template.format(ALPHA_RUN), headers=token, timeout=30)
+        nobodys = web.get(server.url + template.format("no-such-run"), headers=token, timeout=30)
         assert theirs.status_code == nobodys.status_code == 404
         assert theirs.text.replace(ALPHA_RUN, "X") == nobodys.text.replace("no-such-run", "X")
     records = {"records": batch(ALPHA_RUN, range(1), with_run=False)["records"]}

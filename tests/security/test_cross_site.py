@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
+from tests import web
 from tests.factories import batch
 from tests.security.conftest import Deployment
 
@@ -26,18 +26,18 @@ def test_a_cross_origin_text_plain_write_is_refused_and_stores_nothing(
         "Origin": "http://evil.example",
         "Sec-Fetch-Site": "cross-site",
     }
-    response = httpx.post(server.url + "/api/v1/ingest", content=body, headers=headers)
+    response = web.post(server.url + "/api/v1/ingest", content=body, headers=headers)
     assert response.status_code == 403
     plain = {**deployment.headers("ingest_alpha"), "Content-Type": "text/plain"}
-    response = httpx.post(server.url + "/api/v1/ingest", content=body, headers=plain)
+    response = web.post(server.url + "/api/v1/ingest", content=body, headers=plain)
     assert response.status_code == 415
     read = deployment.headers("read_alpha")
-    assert httpx.get(server.url + "/api/v1/runs/csrf-run", headers=read).status_code == 404
+    assert web.get(server.url + "/api/v1/runs/csrf-run", headers=read).status_code == 404
 
 
 @pytest.mark.parametrize("path", ["/api/v1/runs", "/", "/login", "/_dash-layout"])
 def test_a_host_that_names_another_server_is_refused(deployment: Deployment, path: str) -> None:
     headers = {**deployment.headers("read_alpha"), "Host": "rebound.evil.example"}
-    response = httpx.get(deployment.server.url + path, headers=headers)
+    response = web.get(deployment.server.url + path, headers=headers)
     assert response.status_code == 421
     assert response.json()["detail"]

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from dashboard import ids
+from tests import web
 from tests.dashboard.chromium import launched
 from tests.security.conftest import ALPHA_RUN, BETA_RUN, SECRET, Deployment
 
@@ -33,13 +34,13 @@ def signed_in(deployment: Deployment, kind: str) -> Iterator[httpx.Client]:
 
 def test_no_page_callback_or_asset_without_a_session(deployment: Deployment) -> None:
     url = deployment.server.url
-    page = httpx.get(f"{url}/run?run={ALPHA_RUN}", headers=HTML, timeout=30)
+    page = web.get(f"{url}/run?run={ALPHA_RUN}", headers=HTML, timeout=30)
     assert page.status_code == 303
     assert page.headers["location"] == "/login?next=" + quote(f"/run?run={ALPHA_RUN}", safe="")
     for path in ("/_dash-layout", "/_dash-dependencies", "/assets/style.css", "/favicon.ico"):
-        assert httpx.get(url + path, timeout=30).status_code == 401, path
+        assert web.get(url + path, timeout=30).status_code == 401, path
     forged = {"x-mismatch-reader": json.dumps({"projects": None})}
-    callback = httpx.post(f"{url}/_dash-update-component", json={}, headers=forged, timeout=30)
+    callback = web.post(f"{url}/_dash-update-component", json={}, headers=forged, timeout=30)
     assert callback.status_code == 401 and ALPHA_RUN not in callback.text
     assert SECRET not in page.text + callback.text
 
@@ -53,7 +54,7 @@ def test_the_session_cookie_is_signed_http_only_and_strict(deployment: Deploymen
         value = client.cookies["mm_session"]
         assert client.get("/_dash-layout").status_code == 200
     tampered = value[:-2] + ("AA" if not value.endswith("AA") else "BB")
-    refused = httpx.get(
+    refused = web.get(
         deployment.server.url + "/_dash-layout", cookies={"mm_session": tampered}, timeout=30
     )
     assert refused.status_code == 401
@@ -61,15 +62,15 @@ def test_the_session_cookie_is_signed_http_only_and_strict(deployment: Deploymen
 
 def test_ingest_and_unknown_tokens_cannot_sign_in(deployment: Deployment) -> None:
     url = deployment.server.url
-    ingest = httpx.post(f"{url}/login", data={"token": deployment.tokens["ingest_alpha"]})
+    ingest = web.post(f"{url}/login", data={"token": deployment.tokens["ingest_alpha"]})
     assert ingest.status_code == 403 and "mm_session" not in ingest.headers.get("set-cookie", "")
-    bogus = httpx.post(f"{url}/login", data={"token": "mm_nope_nope"})
+    bogus = web.post(f"{url}/login", data={"token": "mm_nope_nope"})
     assert bogus.status_code == 401
 
 
 def test_sign_in_goes_only_to_this_server(deployment: Deployment) -> None:
     for target in ("https://evil.example/x", "//evil.example/x", "/\\evil.example"):
-        response = httpx.post(
+        response = web.post(
             deployment.server.url + "/login",
             data={"token": deployment.tokens["read_alpha"], "next": target},
             follow_redirects=False,
@@ -148,7 +149,7 @@ def test_a_revoked_token_ends_its_sessions(deployment: Deployment) -> None:
     with httpx.Client(base_url=server.url, timeout=30) as client:
         client.post("/login", data={"token": created["token"]}, follow_redirects=False)
         assert client.get("/_dash-layout").status_code == 200
-        revoked = httpx.delete(
+        revoked = web.delete(
             f"{server.url}/api/v1/tokens/{created['id']}", headers=deployment.headers("admin_beta")
         )
         assert revoked.status_code == 200
@@ -159,7 +160,7 @@ def test_a_link_from_another_site_reloads_itself_to_carry_the_session(
     deployment: Deployment,
 ) -> None:
     headers = {**HTML, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
-    page = httpx.get(f"{deployment.server.url}/run?run={ALPHA_RUN}", headers=headers, timeout=30)
+    page = web.get(f"{deployment.server.url}/run?run={ALPHA_RUN}", headers=headers, timeout=30)
     assert page.status_code == 200 and 'http-equiv="refresh"' in page.text
     assert ALPHA_RUN not in page.text
 

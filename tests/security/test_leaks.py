@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from dashboard import ids
+from tests import web
 from tests.factories import batch
 from tests.security.conftest import ALPHA_RUN, Deployment
 
@@ -56,7 +57,7 @@ def runs_poll(url: str, cookie: str) -> dict[str, Any]:
         ],
         "changedPropIds": [f"{ids.RUNS_REFRESH}.n_intervals"],
     }
-    answer = httpx.post(
+    answer = web.post(
         f"{url}/_dash-update-component",
         json=body,
         cookies={"mm_session": cookie},
@@ -72,7 +73,7 @@ def fingerprint(url: str, cookie: str) -> str:
 
 
 def sign_in(url: str, token: str) -> str:
-    response = httpx.post(f"{url}/login", data={"token": token}, follow_redirects=False)
+    response = web.post(f"{url}/login", data={"token": token}, follow_redirects=False)
     assert response.status_code == 303, response.text
     return response.cookies["mm_session"]
 
@@ -125,7 +126,7 @@ ALARM_ITEMS: list[tuple[str, str, str, Any]] = [
 
 
 def call(deployment: Deployment, method: str, path: str, body: Any, token: str) -> httpx.Response:
-    return httpx.request(
+    return web.request(
         method,
         deployment.server.url + path,
         json=body,

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from dashboard import ids
+from tests import web
 from tests.dashboard.chromium import launched
 from tests.security.conftest import (
     ALPHA_RUN,
@@ -111,7 +112,7 @@ def test_changes_name_the_person_who_made_them(deployment: Deployment) -> None:
 def test_a_removed_mapping_ends_access_at_the_next_request(deployment: Deployment) -> None:
     server, admin = deployment.server, deployment.tokens["server_admin"]
     mapping = {"kind": "user", "name": "u-carol", "project": "beta", "role": "read"}
-    put = httpx.put(
+    put = web.put(
         f"{server.url}/api/v1/members",
         json=mapping,
         headers={"Authorization": f"Bearer {admin}"},
@@ -121,7 +122,7 @@ def test_a_removed_mapping_ends_access_at_the_next_request(deployment: Deploymen
     with oidc_sign_in(server.url, "carol") as carol:
         assert carol.get("/api/v1/runs").status_code == 200
         assert carol.get("/_dash-layout").status_code == 200
-        removed = httpx.delete(
+        removed = web.delete(
             f"{server.url}/api/v1/members",
             params={k: mapping[k] for k in ("kind", "name", "project")},
             headers={"Authorization": f"Bearer {admin}"},
@@ -196,7 +197,7 @@ def test_signing_out_ends_a_persons_session(deployment: Deployment) -> None:
         assert alice.get("/_dash-layout").status_code == 200
         out = alice.post("/logout", headers={"Origin": url}, follow_redirects=False)
         assert out.status_code == 303
-    copy = httpx.get(url + "/_dash-layout", cookies={"mm_session": cookie}, timeout=30)
+    copy = web.get(url + "/_dash-layout", cookies={"mm_session": cookie}, timeout=30)
     assert copy.status_code == 401
 
 

@@ -16,7 +16,7 @@ from server.identity.members import Members
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests import prefork
+from tests import prefork, web
 from tests.conftest import ServerProcess
 from tests.factories import batch
 from tests.security.conftest import (
@@ -41,12 +41,12 @@ def mapped(deployment: Deployment, name: str, project: str, role: str) -> Iterat
     mapping = {"kind": "user", "name": name, "project": project, "role": role}
     admin = bearer(deployment.tokens["server_admin"])
     url = deployment.server.url + "/api/v1/members"
-    assert httpx.put(url, json=mapping, headers=admin, timeout=30).status_code == 200
+    assert web.put(url, json=mapping, headers=admin, timeout=30).status_code == 200
     try:
         yield mapping
     finally:
         key = {k: mapping[k] for k in ("kind", "name", "project")}
-        httpx.delete(url, params=key, headers=admin, timeout=30)
+        web.delete(url, params=key, headers=admin, timeout=30)
 
 
 @on_each_database
@@ -75,7 +75,7 @@ def test_a_persons_token_acts_as_them_until_their_mapping_goes(deployment: Deplo
             assert again.status_code == 403  # not from another token
             admin = bearer(deployment.tokens["server_admin"])
             key = {k: mapping[k] for k in ("kind", "name", "project")}
-            gone = httpx.delete(url + "/api/v1/members", params=key, headers=admin, timeout=30)
+            gone = web.delete(url + "/api/v1/members", params=key, headers=admin, timeout=30)
             assert gone.status_code == 204
             refused = script.get("/api/v1/runs")
             assert refused.status_code == 403 and "no project is mapped" in refused.text
@@ -88,7 +88,7 @@ def test_a_token_is_made_from_a_sign_in_only_and_revoked_by_its_owner(
 ) -> None:
     url = deployment.server.url
     for kind in ("read_alpha", "server_admin"):  # machine tokens have no person
-        made = httpx.post(
+        made = web.post(
             url + "/api/v1/me/tokens", json={}, headers=deployment.headers(kind), timeout=30
         )
         assert made.status_code == 403, made.text
@@ -96,15 +96,15 @@ def test_a_token_is_made_from_a_sign_in_only_and_revoked_by_its_owner(
         token = alice.post("/api/v1/me/tokens", json={}).json()
     with oidc_sign_in(url, "dave") as dave:  # someone else's token is unknown to him
         assert dave.delete(f"/api/v1/me/tokens/{token['id']}").status_code == 404
-    assert httpx.get(url + "/api/v1/runs", headers=bearer(token["token"])).status_code == 200
+    assert web.get(url + "/api/v1/runs", headers=bearer(token["token"])).status_code == 200
     with oidc_sign_in(url, "alice") as alice:
         revoked = alice.delete(f"/api/v1/me/tokens/{token['id']}")
         assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
         assert alice.get("/api/v1/me/tokens").json()["data"] == []
-    answer = httpx.get(url + "/api/v1/runs", headers=bearer(token["token"]), timeout=30)
+    answer = web.get(url + "/api/v1/runs", headers=bearer(token["token"]), timeout=30)
     assert answer.status_code == 401 and "revoked" in answer.text
     forged = token["token"][:-4] + "AAAA"
-    assert httpx.get(url + "/api/v1/runs", headers=bearer(forged)).status_code == 401
+    assert web.get(url + "/api/v1/runs", headers=bearer(forged)).status_code == 401
 
 
 @on_each_database
@@ -144,7 +144,7 @@ def test_the_server_admin_makes_a_users_token_on_the_command_line(
     assert silence.status_code == 201, silence.text  # alice administers grpo
     changes = server.query("/api/v1/changes?kind=silence", token=admin)["data"]
     assert [c["actor"] for c in changes] == ["user:alice@lab"]
-    removed = httpx.delete(
+    removed = web.delete(
         server.url + "/api/v1/members",
         params={"kind": "user", "name": "alice@lab", "project": "grpo"},
         headers=bearer(admin),

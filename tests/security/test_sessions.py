@@ -14,6 +14,7 @@ import pytest
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
+from tests import web
 from tests.conftest import ServerProcess, fresh_pg_database
 from tests.security.conftest import Deployment
 
@@ -24,7 +25,7 @@ PAGE = "/_dash-layout"  # a dashboard read that needs a session
 
 def sign_in(url: str, token: str) -> str:
     """A new session's cookie value, as the sign-in form gets it."""
-    response = httpx.post(
+    response = web.post(
         f"{url}/login", data={"token": token, "next": "/"}, follow_redirects=False, timeout=30
     )
     assert response.status_code == 303, response.text
@@ -32,11 +33,11 @@ def sign_in(url: str, token: str) -> str:
 
 
 def read(url: str, cookie: str) -> httpx.Response:
-    return httpx.get(url + PAGE, cookies={"mm_session": cookie}, timeout=30)
+    return web.get(url + PAGE, cookies={"mm_session": cookie}, timeout=30)
 
 
 def sign_out(url: str, cookie: str) -> httpx.Response:
-    return httpx.post(
+    return web.post(
         f"{url}/logout",
         cookies={"mm_session": cookie},
         headers={"Origin": url},  # what a browser's form post sends
@@ -80,7 +81,7 @@ def test_a_cookie_of_an_ended_session_cannot_be_replayed_into_a_new_one(
 def test_logout_answers_post_only(deployment: Deployment, method: str) -> None:
     url = deployment.server.url
     cookie = sign_in(url, deployment.tokens["read_alpha"])
-    answer = httpx.request(
+    answer = web.request(
         method,
         f"{url}/logout",
         cookies={"mm_session": cookie},
@@ -99,7 +100,7 @@ def test_logout_answers_post_only(deployment: Deployment, method: str) -> None:
 def test_a_sign_out_from_another_site_is_refused(deployment: Deployment) -> None:
     url = deployment.server.url
     cookie = sign_in(url, deployment.tokens["read_alpha"])
-    forged = httpx.post(
+    forged = web.post(
         f"{url}/logout",
         cookies={"mm_session": cookie},
         headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},

@@ -10,9 +10,9 @@ import math
 import random
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import web
 from tests.factories import record
 
 STEPS = 20
@@ -79,7 +79,7 @@ def _checks(found: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set_reference(server: Any, run_id: str) -> None:
-    put = httpx.put(f"{server.url}/api/v1/projects/fp/reference", json={"run": run_id}, timeout=30)
+    put = web.put(f"{server.url}/api/v1/projects/fp/reference", json={"run": run_id}, timeout=30)
     assert put.status_code == 200, put.text
 
 

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
+from tests import web
 from tests.conftest import ROOT, ServerProcess, fresh_pg_database
 from tests.factories import batch
 
@@ -124,7 +124,7 @@ def test_auth_matrix(
     payload = batch("ra", range(3), project="a") if body == "batch" else body
     secret = made.get(token, token) if token else None
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-    response = httpx.request(method, server.url + path, json=payload, headers=headers, timeout=30)
+    response = web.request(method, server.url + path, json=payload, headers=headers, timeout=30)
     assert response.status_code == expected, f"{case}: {response.text}"
 
 
@@ -157,7 +157,7 @@ def test_a_revoked_token_is_refused_at_once(server_factory: Any, tmp_path: Path)
     created = server.post("/api/v1/tokens", {"project": "ops", "scope": "read"}, token=admin).json()
     assert created["token"].startswith("mm_")
     assert server.get("/api/v1/runs", token=created["token"]).status_code == 200
-    gone = httpx.delete(
+    gone = web.delete(
         f"{server.url}/api/v1/tokens/{created['id']}", headers={"Authorization": f"Bearer {admin}"}
     )
     assert gone.status_code == 200

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import web
 from tests.conftest import ServerProcess
 from tests.dashboard.seed import engine, run_body
 from tests.factories import record, run_upsert
@@ -70,7 +71,7 @@ def _store(server: ServerProcess, run_id: str, steps: list[int]) -> None:
 
 def _backtest(server: ServerProcess, run_id: str, drafts: list[Any], **kw: Any) -> httpx.Response:
     body = {"run": run_id, "project": PROJECT, "rules": drafts}
-    return httpx.post(server.url + "/api/v1/rules/backtest", json=body, **kw)
+    return web.post(server.url + "/api/v1/rules/backtest", json=body, **kw)
 
 
 def test_backtest_of_a_run_with_a_step_at_2_53_answers(server_factory: Any) -> None:

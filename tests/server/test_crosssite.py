@@ -15,6 +15,7 @@ import pytest
 from server.api.crosssite import allowed_hosts, trusted_origins
 from server.config import Settings
 from server.domain.origins import Origin, parse_origin, split_host
+from tests import web
 from tests.conftest import ServerProcess
 from tests.factories import batch
 
@@ -48,7 +49,7 @@ def named_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
 
 def _ingest(server: ServerProcess, run_id: str, **headers: str) -> httpx.Response:
     body = json.dumps(batch(run_id, range(3))).encode()
-    return httpx.post(server.url + "/api/v1/ingest", content=body, headers=headers, timeout=30)
+    return web.post(server.url + "/api/v1/ingest", content=body, headers=headers, timeout=30)
 
 
 def _stored(server: ServerProcess, run_id: str) -> bool:
@@ -138,11 +139,11 @@ def test_a_login_form_elsewhere_is_covered_by_the_origin_check_only(
     open_server: ServerProcess,
 ) -> None:
     form = {"Content-Type": "application/x-www-form-urlencoded"}
-    refused = httpx.post(
+    refused = web.post(
         open_server.url + "/login", content=b"user=a", headers={"Origin": EVIL, **form}
     )
     _refusal(refused, 403)
-    own = httpx.post(
+    own = web.post(
         open_server.url + "/login",
         content=b"user=a",
         headers={"Origin": open_server.url, **form},
@@ -173,7 +174,7 @@ def test_json_with_a_charset_is_json(open_server: ServerProcess) -> None:
 
 
 def test_a_dashboard_callback_that_is_not_json_gets_415(open_server: ServerProcess) -> None:
-    response = httpx.post(
+    response = web.post(
         open_server.url + "/_dash-update-component",
         content=b'{"output": "page.children"}',
         headers={"Content-Type": "text/plain"},
@@ -182,7 +183,7 @@ def test_a_dashboard_callback_that_is_not_json_gets_415(open_server: ServerProce
 
 
 def test_a_write_without_a_body_needs_no_content_type(open_server: ServerProcess) -> None:
-    response = httpx.delete(open_server.url + "/api/v1/tokens/nope")
+    response = web.delete(open_server.url + "/api/v1/tokens/nope")
     assert response.status_code == 404, response.text
 
 
@@ -191,9 +192,7 @@ def test_a_write_without_a_body_needs_no_content_type(open_server: ServerProcess
 
 @pytest.mark.parametrize("path", ["/api/v1/runs", "/", "/_dash-layout", "/healthz"])
 def test_a_foreign_host_is_refused_on_every_path(open_server: ServerProcess, path: str) -> None:
-    response = httpx.get(
-        open_server.url + path, headers={"Host": f"evil.example:{open_server.port}"}
-    )
+    response = web.get(open_server.url + path, headers={"Host": f"evil.example:{open_server.port}"})
     _refusal(response, 421, "evil.example", "--allowed-host")
 
 
@@ -215,15 +214,15 @@ def test_loopback_names_pass_with_or_without_the_port(
     open_server: ServerProcess, host: str, path: str
 ) -> None:
     for value in (host, f"{host}:{open_server.port}"):
-        response = httpx.get(open_server.url + path, headers={"Host": value})
+        response = web.get(open_server.url + path, headers={"Host": value})
         assert response.status_code == 200, f"{value}: {response.text}"
 
 
 def test_configured_names_pass_and_others_do_not(named_server: ServerProcess) -> None:
     for host in ("monitor.lan", "10.1.2.3:8765", "monitor.example.com", "127.0.0.1"):
-        response = httpx.get(named_server.url + "/api/v1/runs", headers={"Host": host})
+        response = web.get(named_server.url + "/api/v1/runs", headers={"Host": host})
         assert response.status_code == 200, f"{host}: {response.text}"
-    refused = httpx.get(named_server.url + "/", headers={"Host": "other.lan"})
+    refused = web.get(named_server.url + "/", headers={"Host": "other.lan"})
     _refusal(refused, 421, "other.lan")
 
 
@@ -231,7 +230,7 @@ def test_configured_names_pass_and_others_do_not(named_server: ServerProcess) ->
 
 
 def test_cors_is_off_by_default(open_server: ServerProcess) -> None:
-    response = httpx.get(open_server.url + "/api/v1/runs", headers={"Origin": NOTEBOOK})
+    response = web.get(open_server.url + "/api/v1/runs", headers={"Origin": NOTEBOOK})
     assert "access-control-allow-origin" not in response.headers
     preflight = httpx.options(
         open_server.url + "/api/v1/ingest",
@@ -263,7 +262,7 @@ def test_a_configured_origin_gets_cors_headers_and_may_write(named_server: Serve
 
 
 def test_an_unconfigured_origin_gets_no_cors_headers(named_server: ServerProcess) -> None:
-    response = httpx.get(named_server.url + "/api/v1/runs", headers={"Origin": EVIL})
+    response = web.get(named_server.url + "/api/v1/runs", headers={"Origin": EVIL})
     assert "access-control-allow-origin" not in response.headers
     preflight = httpx.options(
         named_server.url + "/api/v1/ingest",

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from server.domain.names import RUN_SORTS
 from server.storage.run_pages import MAX_CURSOR, Cursor, InvalidCursor
+from tests import web
 from tests.budget import examples
 from tests.conftest import ServerProcess
 from tests.factories import batch
@@ -144,7 +145,7 @@ def test_forged_cursors_answer_400_never_500(paged_server: ServerProcess) -> Non
             for shape, make in FORGERIES.items():
                 cursor = make(sort, descending)
                 order = "desc" if descending else "asc"
-                answer = httpx.get(
+                answer = web.get(
                     f"{paged_server.url}/api/v1/runs",
                     params={"sort": sort, "order": order, "cursor": cursor, "limit": 1},
                     timeout=30,

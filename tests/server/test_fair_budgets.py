@@ -18,6 +18,7 @@ import pytest
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
+from tests import web
 from tests.conftest import ServerProcess
 from tests.factories import batch
 
@@ -108,7 +109,7 @@ def _ingest(
     of trailing whitespace."""
     body = json.dumps(batch(run_id, range(3), project=project)).encode() + b" " * padding
     token = tokens[project]
-    return httpx.post(
+    return web.post(
         server.url + "/api/v1/ingest",
         content=body,
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},

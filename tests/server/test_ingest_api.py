@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import web
 from tests.factories import batch, bucket_table, record, run_upsert
 
 
@@ -121,7 +121,7 @@ def test_gzip_body_is_accepted(server: Any) -> None:
 def test_bad_input_is_422_naming_the_field(
     server: Any, payload: bytes, status: int, fragment: str
 ) -> None:
-    response = httpx.post(
+    response = web.post(
         server.url + "/api/v1/ingest", content=payload, headers={"Content-Type": "application/json"}
     )
     assert response.status_code == status, response.text

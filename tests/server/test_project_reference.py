@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from server.services.tokens import TokenService
 from server.storage import migrate
 from server.storage.db import Database
-from tests import prefork
+from tests import prefork, web
 from tests.factories import batch
 
 
@@ -25,7 +25,7 @@ def _cli(url: str, token: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _put(server: Any, path: str, body: Any, token: str) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.put(server.url + path, json=body, headers=headers, timeout=30)
+    return web.put(server.url + path, json=body, headers=headers, timeout=30)
 
 
 def test_reference_run_is_set_by_admins_and_read_by_the_project(

@@ -18,13 +18,14 @@ import pytest
 import collectors
 from collectors import _http
 from collectors._version import CLIENT_HEADER, WIRE_HEADER, WIRE_VERSION, __version__
+from tests import web
 from tests.factories import record, run_upsert
 from tests.waiting import wait_for
 
 
 def _post(server: Any, headers: dict[str, str]) -> httpx.Response:
     body = {"run": run_upsert("w1"), "records": [record("w1", 0, {"k3_kl": 1e-3})]}
-    return httpx.post(
+    return web.post(
         server.url + "/api/v1/ingest",
         content=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", **headers},

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from benchmarks.attribution_engine_runs import Engines, Variant, run_variant
+from tests import web
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -50,7 +50,7 @@ def server(module_server_factory: Any, tiny_model: Path, engines: Engines) -> An
     server = module_server_factory()
     run_variant(HEALTHY, engines=engines, model_dir=tiny_model, url=server.url,
                 run_id="reference", project=PROJECT, seed=0, steps=STEPS)  # fmt: skip
-    put = httpx.put(
+    put = web.put(
         f"{server.url}/api/v1/projects/{PROJECT}/reference", json={"run": "reference"}, timeout=30
     )
     assert put.status_code == 200, put.text

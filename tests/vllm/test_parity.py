@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
 from collectors import EngineOptions, parity
 from server.cli import app
+from tests import web
 from tests.conftest import ServerProcess
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -159,7 +159,7 @@ def test_the_stored_report_keeps_metrics_buckets_labels_and_config(
 def test_stored_metrics_equal_a_recomputation_from_stored_exemplars_and_buckets(
     processed: tuple[int, str], server: ServerProcess
 ) -> None:
-    schemas = httpx.get(server.url + "/openapi.json").json()["components"]["schemas"]
+    schemas = web.get(server.url + "/openapi.json").json()["components"]["schemas"]
     record = schemas.get("RecordIn", schemas.get("RecordIn-Input", {}))
     if "exemplars" not in record.get("properties", {}):
         pytest.skip("the server does not accept exemplars yet (its half of parity reports)")
