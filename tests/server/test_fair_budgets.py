@@ -154,19 +154,25 @@ def test_a_stalled_upload_is_cut_after_the_body_timeout_and_its_budget_released(
         env={"MISMATCH_BODY_TIMEOUT_S": "5"},
     )
     stalled.append(Stalled(server, 900_000, token=tokens["a"]))
+
+    def refused_beside_it() -> httpx.Response | None:
+        if stalled[-1].status() is not None:
+            # It reached the budget while a write below was in flight and was the one refused
+            # (or, on a loaded machine, was cut first): stall another, as a trainer's retry.
+            stalled.append(Stalled(server, 900_000, token=tokens["a"]))
+            return None
+        response = _ingest(server, tokens, "b", "late", padding=300_000)
+        return response if response.status_code == 503 else None
+
     # While the stalled upload holds the budget, another write does not fit beside it ...
-    busy = _wait(
-        lambda: (
-            (r := _ingest(server, tokens, "b", "late", padding=300_000)).status_code == 503 and r
-        ),
-        "the stalled upload never held the budget",
-    )
+    busy = _wait(refused_beside_it, "the stalled upload never held the budget")
     assert busy.headers["retry-after"] == "1"
     # ... until the body timeout cuts it: 408, the connection closed, the budget given back.
-    status = _wait(stalled[0].status, "the stalled upload was never cut")
-    assert status == 408, stalled[0].received
-    assert "--body-timeout-s" in stalled[0].body()["detail"]
-    _wait(stalled[0].is_closed, "the connection of the cut upload stayed open")
+    holder = stalled[-1]
+    status = _wait(holder.status, "the stalled upload was never cut")
+    assert status == 408, holder.received
+    assert "--body-timeout-s" in holder.body()["detail"]
+    _wait(holder.is_closed, "the connection of the cut upload stayed open")
     response = _ingest(server, tokens, "b", "late", padding=300_000)
     assert response.status_code == 200, response.text
 
