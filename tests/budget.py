@@ -2,11 +2,11 @@
 inner loop.
 
 `make test`, which CI runs, gives every property its whole budget. `make test-fast` sets
-`TESTS_BUDGET=0.25`: each property tries a quarter of its examples (never fewer than
-`FLOOR`), and each load test (a crowd of clients, a flood, a fault tier) sends a quarter of its
-batches, so the inner loop answers in minutes while the full budget still runs before a change
-lands. Hypothesis keeps the failing examples it found in its database, and a later run of either
-command tries them first.
+`TESTS_BUDGET=0.25`: each property tries a quarter of its examples (never fewer than `FLOOR`),
+and the crowd and fault-tier load tests send a quarter of their traffic (the flood keeps its
+full size: smaller bodies never fill the budget it proves). So the inner loop answers in
+minutes, while the full budget still runs before a change lands. Hypothesis keeps the failing
+examples it found in its database, and a later run of either command tries them first.
 """
 
 from __future__ import annotations
@@ -26,6 +26,6 @@ def examples(full: int) -> int:
 
 
 def scaled(full: int, *, floor: int = 1) -> int:
-    """A load test's size (batches, connections, bytes) under this run's budget: the same
-    races with less traffic in the inner loop, `full` in `make test`."""
+    """A load test's size (batches, connections) under this run's budget: the same races with
+    less traffic in the inner loop, `full` in `make test`."""
     return max(min(full, floor), math.ceil(full * SHARE))

@@ -5,11 +5,18 @@ from __future__ import annotations
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests import prefork
-from tests.conftest import ServerProcess
+
+
+@pytest.fixture(autouse=True)
+def forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests set one side against the other: the forked side forks, whatever the run's
+    TESTS_EXEC says."""
+    monkeypatch.delenv(prefork.EXEC_ENV, raising=False)
 
 
 def both_ways(
@@ -64,15 +71,15 @@ def test_a_forked_command_reads_its_own_environment_and_directory(
 
 
 def test_a_forked_server_exits_as_the_served_command_does(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server_factory: Any
 ) -> None:
     """SIGTERM ends both the same way (uvicorn shuts down, then ends by the signal it caught);
     SIGKILL is reported as the signal, as `subprocess.Popen` reports it."""
-    forked = ServerProcess(tmp_path / "a.duckdb", log_dir=tmp_path).start()
-    killed = ServerProcess(tmp_path / "b.duckdb", log_dir=tmp_path).start()
+    forked = server_factory(tmp_path / "a.duckdb")
+    killed = server_factory(tmp_path / "b.duckdb")
     with monkeypatch.context() as patch:
         patch.setenv(prefork.EXEC_ENV, "1")
-        executed = ServerProcess(tmp_path / "c.duckdb", log_dir=tmp_path).start()
+        executed = server_factory(tmp_path / "c.duckdb")
     assert isinstance(forked.proc, prefork.Forked)
     assert isinstance(executed.proc, subprocess.Popen)
     for server in (forked, executed):

@@ -28,7 +28,7 @@ def test_concurrent_clients_store_every_record_exactly_once(
     server_factory: Any, db_url: str
 ) -> None:
     clients, steps_per_batch = 16, 4
-    batches = scaled(60 if "postgresql" in db_url else 200, floor=20)  # 20: a resend each 10
+    batches = scaled(60 if "postgresql" in db_url else 200, floor=20)  # each 10th is resent
     server = server_factory(db_url)
     server.post("/api/v1/ingest", {"run": run_upsert("crowd")})
     errors: list[str] = []
