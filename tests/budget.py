@@ -20,12 +20,12 @@ DEFAULT_EXAMPLES = 100
 """Hypothesis's own default, for the properties that do not name theirs."""
 
 
-def examples(full: int) -> int:
-    """The examples a property tries under this run's budget; `full` in `make test`."""
-    return max(min(full, FLOOR), math.ceil(full * SHARE))
-
-
 def scaled(full: int, *, floor: int = 1) -> int:
     """A load test's size (batches, connections) under this run's budget: the same races with
     less traffic in the inner loop, `full` in `make test`."""
     return max(min(full, floor), math.ceil(full * SHARE))
+
+
+def examples(full: int) -> int:
+    """The examples a property tries under this run's budget; `full` in `make test`."""
+    return scaled(full, floor=FLOOR)

@@ -50,7 +50,6 @@ PRELOAD = (
     "duckdb",
     "duckdb_engine",
     "alembic.command",
-    "dash.backends._flask",
     "flask",
     "jinja2",
     "werkzeug.debug",

@@ -10,33 +10,16 @@ header carries over from one call to the next.
 from __future__ import annotations
 
 import ssl
-from typing import Any
+from functools import partial
 
 import httpx
 
 TLS = ssl.create_default_context()
 """What httpx would build for each call (certificate checks on), built once."""
 
-
-def request(method: str, url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.request(method, url, verify=TLS, **kwargs)
-
-
-def get(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.get(url, verify=TLS, **kwargs)
-
-
-def post(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.post(url, verify=TLS, **kwargs)
-
-
-def put(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.put(url, verify=TLS, **kwargs)
-
-
-def patch(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.patch(url, verify=TLS, **kwargs)
-
-
-def delete(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.delete(url, verify=TLS, **kwargs)
+request = partial(httpx.request, verify=TLS)
+get = partial(httpx.get, verify=TLS)
+post = partial(httpx.post, verify=TLS)
+put = partial(httpx.put, verify=TLS)
+patch = partial(httpx.patch, verify=TLS)
+delete = partial(httpx.delete, verify=TLS)
