@@ -1,7 +1,10 @@
 """The delivery worker: drains the outbox into receivers, exactly once per message.
 
-Drafts are made into bodies first (`drafts.py`: the diagnoses they owe, made here rather than on
-the ingest path). A message is claimed with a lease (so replicas never send it twice at once),
+It reads the outbox and writes only its own record (`alarm_deliveries`): each round takes in the
+rows recording wrote since the last (folding follow-ups into first messages not sent yet), makes
+drafts into bodies (`drafts.py`: the diagnoses they owe, made here rather than on the ingest
+path), then sends what is due. A message is claimed with a lease (so replicas never send it
+twice at once),
 posted with its stable `webhook-id`, and marked delivered on 2xx. 4xx other than 408/429 is final
 and recorded; 5xx, timeouts and refused connections are retried with exponential backoff and
 jitter until the message is `max_age_s` old. A restart picks up whatever was not delivered.
@@ -19,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from sqlalchemy.engine import RowMapping
 
 from server.alarms import signing
 from server.alarms.drafts import Drafts
@@ -28,7 +30,8 @@ from server.alarms.payloads import render, sample_event
 from server.alarms.safe_http import TrialResult, post, send_trial, webhook_client
 from server.domain.alarms import Receiver
 from server.errors import UnsafeTarget
-from server.storage import alarm_outbox
+from server.storage import alarm_deliveries
+from server.storage.alarm_deliveries import Claimed
 from server.storage.db import Database
 
 LEASE_S = 60.0
@@ -107,34 +110,41 @@ class DeliveryWorker:
             self._wake.clear()
 
     def _drain(self) -> int:
+        """One round: take in, make drafts, send; returns how many bodies it made or sent."""
+        self.take_in()
         made = self.drafts.prepare() if self.drafts is not None else 0
         return made + self.deliver_due()
+
+    def take_in(self) -> int:
+        """Give the outbox rows recorded since the last round their delivery rows."""
+        with self.db.write() as conn:
+            return alarm_deliveries.take_in(conn)
 
     def deliver_due(self, now: float | None = None) -> int:
         """Send every message that is due; returns how many were attempted."""
         now = time.time() if now is None else now
         with self.db.read() as conn:  # a cheap look first: no write lock when nothing is due
-            if not alarm_outbox.any_due(conn, now):
+            if not alarm_deliveries.any_due(conn, now):
                 return 0
         with self.db.write() as conn:
-            rows = alarm_outbox.claim_due(conn, now, lease_s=LEASE_S)
-        for row in rows:
-            self._send(row, now)
-        return len(rows)
+            claimed = alarm_deliveries.claim_due(conn, now, lease_s=LEASE_S)
+        for message in claimed:
+            self._send(message, now)
+        return len(claimed)
 
-    def _send(self, row: RowMapping, now: float) -> None:
-        update: dict[str, Any] = {"attempts": row["attempts"] + 1, "lease_until": None}
-        if row["url"] is None:
+    def _send(self, message: Claimed, now: float) -> None:
+        update: dict[str, Any] = {"attempts": message.attempts + 1, "lease_until": None}
+        if message.url is None:
             update.update(gave_up_at=now, last_error="receiver deleted")
         else:
-            body = row["body"].encode()
+            body = message.body.encode()
             stamp = int(time.time())
             try:
                 response = post(
                     self.client,
-                    row["url"],
+                    message.url,
                     content=body,
-                    headers=signing.headers(row["secret"], row["id"], stamp, body),
+                    headers=signing.headers(message.secret, message.message_id, stamp, body),
                     policy=self.policy,
                     timeout_s=self.timeout_s,
                 )
@@ -151,12 +161,12 @@ class DeliveryWorker:
             except httpx.HTTPError as exc:
                 update["last_error"] = f"{type(exc).__name__}: {exc}"[:500]
         if "delivered_at" not in update and "gave_up_at" not in update:
-            if now - row["created_at"] > self.max_age_s:
+            if now - message.created_at > self.max_age_s:
                 update["gave_up_at"] = time.time()
             else:
                 update["next_attempt_at"] = time.time() + backoff(update["attempts"])
         with self.db.write() as conn:
-            alarm_outbox.finish(conn, row["id"], update)
+            alarm_deliveries.finish(conn, message.message_id, update)
 
     def send_test(self, receiver: Receiver) -> TrialResult:
         """A signed test message straight to a receiver (not through the outbox). The answer is

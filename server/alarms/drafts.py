@@ -3,7 +3,8 @@
 Recording writes an incident's first message (and an escalation) as a draft that names the
 alerts to diagnose (`messages.py`), in the transaction that records the alert; here the first of
 them that can be diagnosed is, the draft's event gets the diagnosis and is rendered in its
-receiver's format. A diagnosis that cannot be made leaves the message without one: it is never
+receiver's format, and the body is kept in the delivery's own row (the outbox row stays as
+recording wrote it). A diagnosis that cannot be made leaves the message without one: it is never
 held back for it. Replicas may make the same draft at once; the first write wins.
 """
 
@@ -15,7 +16,8 @@ import logging
 from server.alarms.diagnosis import Diagnostician
 from server.alarms.payloads import diagnosis_body, render
 from server.domain.alarms import Diagnosis
-from server.storage import alarm_alerts, alarm_outbox
+from server.storage import alarm_alerts, alarm_deliveries
+from server.storage.alarm_outbox import parse_draft
 from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.alarms")
@@ -29,11 +31,11 @@ class Drafts:
     def prepare(self, limit: int = 50) -> int:
         """Make the oldest drafts into bodies; returns how many it made."""
         with self._db.read() as conn:
-            found = alarm_outbox.drafts(conn, limit)
+            found = alarm_deliveries.unmade(conn, limit)
         made: dict[tuple[str, str], Diagnosis | None] = {}
         done = 0
-        for message_id, text in found:
-            draft = alarm_outbox.parse_draft(text)
+        for unmade in found:
+            draft = parse_draft(unmade.text)
             if draft is None:
                 continue
             diagnosis = None
@@ -46,7 +48,7 @@ class Drafts:
             event = {**draft.event, "diagnosis": diagnosis_body(diagnosis)}
             body = json.dumps(render(draft.format, event))
             with self._db.write() as conn:
-                done += alarm_outbox.prepare(conn, message_id, text, body)
+                done += alarm_deliveries.make(conn, unmade.message_id, unmade.source_id, body)
         return done
 
     def _diagnose(self, alert_id: str, metric: str) -> Diagnosis | None:

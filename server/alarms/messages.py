@@ -17,7 +17,7 @@ from server.alarms import payloads
 from server.alarms.diagnosis import metric_of
 from server.alarms.incidents import Grouping, Notice
 from server.domain.alarms import Alert, Receiver, Rule
-from server.storage.alarm_outbox import Draft, Fold, OutboxMessage
+from server.storage.alarm_outbox import Draft, OutboxMessage, Revision
 
 
 class Messages:
@@ -38,9 +38,11 @@ class Messages:
 
     def outbox(
         self, notices: Sequence[Notice], now: float
-    ) -> tuple[list[OutboxMessage], list[Fold]]:
+    ) -> tuple[list[OutboxMessage], list[Revision]]:
+        """The messages the notices owe, and the revisions of first messages that follow-ups
+        owe (delivery decides whether each revision still joins its message)."""
         messages: list[OutboxMessage] = []
-        folds: list[Fold] = []
+        revisions: list[Revision] = []
         for notice in notices:
             with self._lock:
                 receivers = list(self._receivers.get(notice.headline.project, []))
@@ -54,13 +56,22 @@ class Messages:
             elif notice.kind == "followup":
                 opening = self._body("firing", notice)
                 escalation = self._body("escalated", notice) if notice.escalates else None
+                # An escalation keeps the id it had as a message of its own.
+                kind = "escalated" if escalation is not None else "followup"
+                name = f"msg_{inc}_{kind}_{notice.subject.id}"
                 for receiver in receivers:
-                    fallback = None
-                    if escalation is not None:
-                        name = f"msg_{inc}_escalated_{notice.subject.id}"
-                        (fallback,) = _each([receiver], name, escalation, now, now)
-                    rendered = _rendered(receiver, opening)
-                    folds.append(Fold(f"msg_{inc}_opened_{receiver.id}", rendered, fallback))
+                    revisions.append(
+                        Revision(
+                            id=f"{name}_{receiver.id}",
+                            receiver_id=receiver.id,
+                            revises=f"msg_{inc}_opened_{receiver.id}",
+                            body=_rendered(receiver, opening),
+                            created_at=now,
+                            fallback=None
+                            if escalation is None
+                            else _rendered(receiver, escalation),
+                        )
+                    )
             elif notice.kind in ("resolved", "no_data"):
                 body = self._body(notice.kind, notice)
                 due = max(now, notice.headline.started_at + self.grouping.wait_s)
@@ -68,7 +79,7 @@ class Messages:
             else:
                 body = self._body("repeat", notice)
                 messages += _each(receivers, f"msg_{inc}_repeat_{int(now)}", body, now, now)
-        return messages, folds
+        return messages, revisions
 
     def _body(
         self, kind: str, notice: Notice
@@ -111,7 +122,7 @@ def _each(
             receiver_id=receiver.id,
             body=_rendered(receiver, body),
             created_at=now,
-            next_attempt_at=due,
+            not_before=due,
         )
         for receiver in receivers
     ]

@@ -144,10 +144,10 @@ class Recorder:
         touched = {a.incident_id or a.id for a in [*opened, *told, *again] if not a.silenced}
         stored = alarm_alerts.of_incidents(c, sorted(touched)) if touched else {}
         notices = incidents.notices(opened, told, again, stored)
-        messages, folds = self.messages.outbox(notices, now)
+        messages, revisions = self.messages.outbox(notices, now)
         alarm_alerts.insert(c, opened)
         alarm_alerts.end(c, ended)
         alarm_alerts.correct(c, changes.corrected)
         alarm_alerts.withdraw(c, changes.withdrawn)
-        alarm_outbox.record(c, messages, folds)
+        alarm_outbox.record(c, messages, revisions)
         changes.opened = opened

@@ -1,55 +1,55 @@
-"""The alarm outbox: webhook bodies waiting for their receivers, written in the transaction that
-records the alerts they tell of, and drained by the delivery worker.
+"""The alarm outbox: what recording tells receivers, written in the transaction that records the
+alerts it tells of, and never changed afterwards.
+
+A row is a message for one receiver, or a revision of a message (a follow-up joining an
+incident whose first message may not have gone out yet): the delivery worker (`alarm_deliveries`)
+decides whether the revision's body replaces the message's or, the message having left, the
+revision's `fallback` goes out on its own. Recording never asks, so it never reads or writes what
+delivery keeps, and delivery never writes here.
 
 A message that owes a diagnosis is written as a draft (`Draft`: the event, the receiver's format
-and the alerts to diagnose); the delivery worker's thread makes the diagnosis and writes the body
-(`prepare`), so the ingest path never reads what a diagnosis needs. Drafts are never claimed for
-delivery. A message is claimed with a lease, so replicas never send it twice at once.
+and the alerts to diagnose); the delivery worker makes the diagnosis and the body, so the ingest
+path never reads what a diagnosis needs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from server.storage import alarm_tables as t
 
 DRAFT_PREFIX = '{"draft": '
-_o = t.outbox.c
 
 
 @dataclass(frozen=True)
 class OutboxMessage:
-    """One webhook body for one receiver, as the outbox keeps it until delivered."""
+    """One body for one receiver, not to be sent before `not_before` (follow-ups may still join
+    an incident's first message until then)."""
 
     id: str
     receiver_id: str
     body: str
     created_at: float
-    attempts: int = 0
-    next_attempt_at: float = 0.0
-    lease_until: float | None = None
-    delivered_at: float | None = None
-    gave_up_at: float | None = None
-    last_status: int | None = None
-    last_error: str | None = None
+    not_before: float
 
 
 @dataclass(frozen=True)
-class Fold:
-    """A follow-up folded into a message still waiting to go out (its body replaced), or, when
-    that message has left already, `fallback` sent instead (None: nothing)."""
+class Revision:
+    """A new body for message `revises` if it has not gone out yet; else `fallback` goes out under
+    this revision's id (None: nothing does)."""
 
-    message_id: str
+    id: str
+    receiver_id: str
+    revises: str
     body: str
-    fallback: OutboxMessage | None = None
+    created_at: float
+    fallback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,82 +74,34 @@ def parse_draft(body: str) -> Draft | None:
     return Draft(found["event"], str(found["format"]), pairs)
 
 
-_waiting = sa.and_(
-    _o.attempts == 0, _o.lease_until.is_(None), _o.delivered_at.is_(None), _o.gave_up_at.is_(None)
-)
+def is_draft(body: str) -> bool:
+    return body.startswith(DRAFT_PREFIX)
 
 
-def record(conn: Connection, messages: Sequence[OutboxMessage], folds: Sequence[Fold] = ()) -> None:
-    """New messages (one whose id is stored already is left as it is) and folds: the bodies of
-    messages not tried yet replaced, the fallbacks of those already gone written."""
-    for fold in folds:
-        updated = conn.execute(
-            sa.update(t.outbox).where(_o.id == fold.message_id, _waiting).values(body=fold.body)
-        ).rowcount
-        if not updated and fold.fallback is not None:
-            messages = [*messages, fold.fallback]
-    for message in messages:
+def record(
+    conn: Connection, messages: Sequence[OutboxMessage], revisions: Sequence[Revision] = ()
+) -> None:
+    """Messages, then revisions, numbered in that order as they are written (`seq`, the order
+    delivery takes them in). A row whose id is stored already is left as it is: recording the
+    same transition twice (a stream evaluated again after a restart) adds nothing."""
+    rows: list[dict[str, Any]] = [
+        {**_common(m), "not_before": m.not_before, "revises": None, "fallback": None}
+        for m in messages
+    ]
+    rows += [
+        {**_common(r), "not_before": r.created_at, "revises": r.revises, "fallback": r.fallback}
+        for r in revisions
+    ]
+    for row in rows:
         conn.execute(
-            pg_insert(t.outbox)
-            .values(**dataclasses.asdict(message))
-            .on_conflict_do_nothing(index_elements=["id"])
+            pg_insert(t.outbox).values(**row).on_conflict_do_nothing(index_elements=["id"])
         )
 
 
-def drafts(conn: Connection, limit: int = 50) -> list[tuple[str, str]]:
-    """(id, body) of drafts not yet made into bodies, oldest first."""
-    query = (
-        sa.select(_o.id, _o.body)
-        .where(_waiting, _o.body.startswith(DRAFT_PREFIX, autoescape=True))
-        .order_by(_o.created_at)
-        .limit(limit)
-    )
-    return [(row.id, row.body) for row in conn.execute(query)]
-
-
-def prepare(conn: Connection, message_id: str, draft: str, body: str) -> bool:
-    """Replace a draft by its body, unless it changed meanwhile (a follow-up folded into it:
-    that draft is made next time)."""
-    done = conn.execute(
-        sa.update(t.outbox).where(_o.id == message_id, _o.body == draft).values(body=body)
-    )
-    return bool(done.rowcount)
-
-
-def _due(now: float) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        _o.delivered_at.is_(None),
-        _o.gave_up_at.is_(None),
-        _o.next_attempt_at <= now,
-        sa.or_(_o.lease_until.is_(None), _o.lease_until < now),
-        sa.not_(_o.body.startswith(DRAFT_PREFIX, autoescape=True)),
-    )
-
-
-def any_due(conn: Connection, now: float) -> bool:
-    """A cheap look (a read, no write lock) before claiming."""
-    return conn.execute(sa.select(_o.id).where(_due(now)).limit(1)).first() is not None
-
-
-def claim_due(conn: Connection, now: float, *, lease_s: float, limit: int = 50) -> list[RowMapping]:
-    """Due messages with their receiver's url and secret (None: the receiver is gone), leased
-    to the caller for `lease_s`."""
-    rows = conn.execute(
-        sa.select(t.outbox, t.receivers.c.url, t.receivers.c.secret)
-        .select_from(t.outbox.join(t.receivers, t.receivers.c.id == _o.receiver_id, isouter=True))
-        .where(_due(now))
-        .order_by(_o.created_at)
-        .limit(limit)
-    ).all()
-    if rows:
-        conn.execute(
-            sa.update(t.outbox)
-            .where(_o.id.in_([r.id for r in rows]))
-            .values(lease_until=now + lease_s)
-        )
-    return [row._mapping for row in rows]
-
-
-def finish(conn: Connection, message_id: str, changes: Mapping[str, Any]) -> None:
-    """What an attempt left: attempts, status, error, delivered or given up, next attempt."""
-    conn.execute(sa.update(t.outbox).where(_o.id == message_id).values(**changes))
+def _common(row: OutboxMessage | Revision) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "receiver_id": row.receiver_id,
+        "body": row.body,
+        "created_at": row.created_at,
+    }

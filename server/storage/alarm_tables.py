@@ -1,5 +1,5 @@
 """Alarm tables (migration 0002 builds them): rules, receivers, silences, states, alerts, outbox;
-and which projects received the default pack (0008)."""
+which projects received the default pack (0008); and the delivery worker's record (0014)."""
 
 from __future__ import annotations
 
@@ -86,18 +86,43 @@ alerts = sa.Table(
     sa.Column("silenced", sa.Boolean, nullable=False),
     sa.Column("incident_id", sa.String(64), nullable=True),  # migration 0006
 )
+outbox_seq = sa.Sequence("alarm_outbox_seq", metadata=metadata)  # migration 0014
 outbox = sa.Table(
+    # What recording tells receivers, written once and never changed (migration 0014): a message,
+    # or a revision of one (`revises`): its body replaces the message's if that has not been
+    # tried yet, else its `fallback` (if any) goes out on its own. Delivery decides which, and
+    # keeps what it decided in its own table.
     "alarm_outbox",
     metadata,
     sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column(
+        "seq", sa.BigInteger, outbox_seq, server_default=outbox_seq.next_value(), nullable=False
+    ),
     sa.Column("receiver_id", sa.String(64), nullable=False),
     sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_at", F, nullable=False),
+    sa.Column("not_before", F, nullable=False),
+    sa.Column("revises", sa.String(200), nullable=True),
+    sa.Column("fallback", sa.Text, nullable=True),
+)
+deliveries = sa.Table(
+    # The delivery worker's own record of each outbox row (migration 0014): what goes out under
+    # the row's id (`source_id`: the outbox row whose text it is; `body`: that text made, NULL
+    # while a draft waits for its diagnosis), its lease and attempts; or, for a revision, the
+    # message it was folded into.
+    "alarm_deliveries",
+    metadata,
+    sa.Column("message_id", sa.String(200), primary_key=True),
+    sa.Column("receiver_id", sa.String(64), nullable=False),
+    sa.Column("source_id", sa.String(200), nullable=True),
+    sa.Column("body", sa.Text, nullable=True),
     sa.Column("created_at", F, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("next_attempt_at", F, nullable=False),
     sa.Column("lease_until", F, nullable=True),
     sa.Column("delivered_at", F, nullable=True),
     sa.Column("gave_up_at", F, nullable=True),
+    sa.Column("folded_into", sa.String(200), nullable=True),
     sa.Column("last_status", sa.Integer, nullable=True),
     sa.Column("last_error", sa.Text, nullable=True),
 )

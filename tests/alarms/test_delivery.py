@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from server.alarms.delivery import DeliveryWorker
 from server.alarms.outbound import TargetPolicy
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Receiver
-from server.storage import alarm_outbox
-from server.storage import alarm_tables as t
+from server.storage import alarm_deliveries, alarm_outbox
 from server.storage.alarm_outbox import OutboxMessage
 from server.storage.db import Database
 from tests.alarms.test_webhooks import Receiver as LocalReceiver
@@ -26,15 +25,17 @@ def _queue(db: Database, url: str, *, created_at: float) -> str:
     store = AlarmStore(db)
     receiver = Receiver("rcv_t", "p", url, "standard", None, created_at)
     store.add_receiver(receiver)
-    message = OutboxMessage("msg_1", receiver.id, json.dumps({"x": 1}), created_at, 0, created_at)
+    message = OutboxMessage("msg_1", receiver.id, json.dumps({"x": 1}), created_at, created_at)
     with db.write() as conn:
         alarm_outbox.record(conn, [message])
+        alarm_deliveries.take_in(conn)
     return message.id
 
 
 def _row(db: Database, message_id: str) -> Any:
     with db.read() as conn:
-        return conn.execute(sa.select(t.outbox).where(t.outbox.c.id == message_id)).one()
+        (row,) = alarm_deliveries.of(conn, [message_id])
+    return SimpleNamespace(**row)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ made off the ingest path, and state keys read back as they were written."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from server.alarms.store import AlarmStore
 from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Receiver, Rule
 from server.domain.records import BatchWrite, Record, RunUpsert, StoredRecord
-from server.storage import alarm_tables, migrate
+from server.storage import alarm_deliveries, alarm_tables, migrate
 from server.storage.alarm_outbox import DRAFT_PREFIX
 from server.storage.db import Database
 from server.storage.ingest import write_batches
@@ -155,12 +156,17 @@ def test_a_first_message_owes_its_diagnosis_to_the_delivery_worker(tmp_path: Pat
     with db.read() as conn:
         (draft,) = conn.execute(sa.select(alarm_tables.outbox.c.body)).scalars()
     assert draft.startswith(DRAFT_PREFIX)  # the ingest path left the diagnosis to the worker
+    with db.write() as conn:
+        assert alarm_deliveries.take_in(conn) == 1
+        assert alarm_deliveries.any_due(conn, now=time.time() + 1) is False  # not made yet
     assert Drafts(db, Diagnostician(db, base_url="http://monitor")).prepare() == 1
     with db.read() as conn:
-        (body,) = conn.execute(sa.select(alarm_tables.outbox.c.body)).scalars()
+        (body,) = conn.execute(sa.select(alarm_tables.deliveries.c.body)).scalars()
+        (kept,) = conn.execute(sa.select(alarm_tables.outbox.c.body)).scalars()
     db.dispose()
     text = json.dumps(json.loads(body))
     assert not body.startswith(DRAFT_PREFIX) and "reference run" in text  # Slack, diagnosed
+    assert kept == draft  # the outbox row stays as recording wrote it
 
 
 NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,20}", fullmatch=True)

@@ -9,9 +9,11 @@ import sqlalchemy as sa
 
 import server.storage.alarm_tables  # noqa: F401 - registers the alarm tables
 from server.storage import (
+    alarm_deliveries,
     identity_tables,  # noqa: F401 - registers the tables of people
     migrate,
 )
+from server.storage import alarm_tables as t
 from server.storage.db import Database
 from server.storage.tables import metadata
 
@@ -128,5 +130,60 @@ def test_runs_stored_before_parity_reports_become_training_runs(db_url: str) -> 
             assert ids == ["new", "old"]
             columns = set(conn.execute(sa.text("SELECT * FROM runs LIMIT 0")).keys())
             assert "kind" not in columns
+    finally:
+        db.dispose()
+
+
+def test_outbox_rows_keep_their_delivery_state_through_0014_and_back(db_url: str) -> None:
+    """0014: each outbox row's attempts, lease, outcome and body move to the delivery's own
+    record; what was delivered is never sent again, what waited is sent once; a draft not made
+    yet is made by the worker. Going back puts the state on the outbox rows again."""
+    db = Database(db_url)
+    draft = '{"draft": {"event": {}, "format": "standard", "diagnose": []}}'
+    old = {  # id: (body, attempts, lease_until, delivered_at, gave_up_at)
+        "waiting": ('{"a": 1}', 0, None, None, None),
+        "a_draft": (draft, 0, None, None, None),
+        "retrying": ('{"a": 2}', 2, None, None, None),
+        "leased": ('{"a": 3}', 1, 99.0, None, None),
+        "delivered": ('{"a": 4}', 1, None, 5.0, None),
+        "given_up": ('{"a": 5}', 3, None, None, 6.0),
+    }
+    columns = "id, receiver_id, body, created_at, attempts, next_attempt_at, lease_until, "
+    insert = sa.text(
+        f"INSERT INTO alarm_outbox ({columns} delivered_at, gave_up_at, last_status, last_error) "
+        "VALUES (:id, 'rcv', :body, :at, :attempts, 7.0, :lease, :delivered, :gave_up, NULL, NULL)"
+    )
+    try:
+        migrate.upgrade(db, "0013")
+        with db.write() as conn:
+            for n, (mid, (body, attempts, lease, delivered, gave_up)) in enumerate(old.items()):
+                values = {"id": mid, "body": body, "at": float(n), "attempts": attempts}
+                values |= {"lease": lease, "delivered": delivered, "gave_up": gave_up}
+                conn.execute(insert, values)
+        migrate.upgrade(db)
+        with db.write() as conn:
+            rows = {r["message_id"]: r for r in alarm_deliveries.of(conn)}
+            assert alarm_deliveries.take_in(conn) == 0  # every row kept its record
+            kept = conn.execute(sa.select(t.outbox.c.id).order_by(t.outbox.c.seq)).scalars()
+            assert list(kept) == list(old)  # numbered in the order they were written
+        for mid, (body, attempts, lease, delivered, gave_up) in old.items():
+            row = rows[mid]
+            assert row["body"] == (None if mid == "a_draft" else body), mid
+            state = (row["attempts"], row["lease_until"], row["delivered_at"], row["gave_up_at"])
+            assert state == (attempts, lease, delivered, gave_up), mid
+        with db.write() as conn:
+            due = alarm_deliveries.claim_due(conn, 100.0, lease_s=60)
+            assert sorted(c.message_id for c in due) == ["leased", "retrying", "waiting"]
+            alarm_deliveries.finish(conn, "waiting", {"attempts": 1, "delivered_at": 100.0})
+            alarm_deliveries.make(conn, "a_draft", "a_draft", '{"made": true}')
+        migrate.downgrade(db, "0013")
+        with db.read() as conn:
+            back = {r.id: r for r in conn.execute(sa.text("SELECT * FROM alarm_outbox"))}
+            assert "alarm_deliveries" not in set(sa.inspect(conn).get_table_names())
+        assert set(back) == set(old)
+        assert back["waiting"].delivered_at == 100.0 and back["waiting"].attempts == 1
+        assert back["a_draft"].body == '{"made": true}'
+        assert back["delivered"].delivered_at == 5.0 and back["given_up"].gave_up_at == 6.0
+        assert back["leased"].lease_until == 160.0  # leased again by the claim above
     finally:
         db.dispose()
