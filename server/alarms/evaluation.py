@@ -320,11 +320,6 @@ class Evaluator:
                     fired.append(Fired(rule, key, subject, metric, transition, alert))
         return fired
 
-    def firing_keys(self) -> list[StateKey]:
-        """The states held here whose alert is firing."""
-        with self.lock:
-            return [k for k, st in self.states.items() if st.get("status") == "firing"]
-
     # -- the alert a precursor follows ---------------------------------------------------------
     def linked(self, rule: Rule, stream: StreamKey) -> str | None:
         """The alert of another rule of the project on a precursor's trigger metric, on the same

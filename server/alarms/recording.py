@@ -31,6 +31,7 @@ from server.alarms import incidents, reconcile
 from server.alarms.incidents import Grouping
 from server.alarms.messages import Messages
 from server.alarms.streams import Progress
+from server.alarms.turns import Turn
 from server.domain.alarms import Alert, Fired, Receiver, Rule, Silence
 from server.storage import alarm_alerts, alarm_outbox
 from server.storage.db import Database
@@ -54,13 +55,14 @@ class Recorder:
         with self._lock:
             self._silences = list(silences)
 
-    def record(self, progress: Progress, now: float, conn: Connection | None = None) -> int:
-        """Store what `progress` decided, with its outbox messages, in `conn`'s transaction if
-        given (then they commit with the states that led to them); returns how many alerts
+    def record(self, progress: Progress, now: float, turn: Turn | None = None) -> int:
+        """Store what `progress` decided, with its outbox messages, in the turn's transaction if
+        it has one (then they commit with the states that led to them); returns how many alerts
         changed."""
         if not progress.fired and not progress.rewinds:
             return 0
-        with self._recording, self._transaction(conn) as c:
+        turn = turn or Turn(None)
+        with self._recording, self._transaction(turn.conn) as c:
             changes = self._transitions(progress.fired, now, c)
             for rewind in progress.rewinds:
                 changes.add(
@@ -71,7 +73,7 @@ class Recorder:
                         self._silenced,
                     )
                 )
-            self._store(changes, now, c, lock_runs=conn is not None)
+            self._store(changes, now, c, turn)
         for alert in changes.opened:
             log.warning(
                 "alert %s firing: %s on %s/%s = %s at step %s",
@@ -125,14 +127,11 @@ class Recorder:
             for s in silences
         )
 
-    def _store(
-        self, changes: reconcile.Changes, now: float, c: Connection, *, lock_runs: bool
-    ) -> None:
+    def _store(self, changes: reconcile.Changes, now: float, c: Connection, turn: Turn) -> None:
         """Group the opened alerts into incidents, decide the notices, write it all."""
         opened, ended, repeated = changes.opened, changes.ended, changes.repeated
         runs = sorted({(a.project, a.run_id) for a in [*opened, *ended, *repeated]})
-        if lock_runs:  # replicas: one decides a run's incidents at a time
-            alarm_alerts.lock_runs(c, runs)
+        turn.hold_runs(c, runs)
         if opened:
             stored_open = alarm_alerts.open_by_run(c, runs)
             opened = incidents.assign(opened, stored_open, self.grouping.window_steps)

@@ -1,7 +1,8 @@
 """The alarm service: the alarm path, one way — evaluation (`evaluation.py`, each stream in step
 order by `streams.py`) → recording (`recording.py`: alerts and their outbox messages) → delivery
 (`delivery.py`, on its own thread). Nothing downstream writes back upstream: evaluation decides
-the alert ids, recording only reads what it is handed, and delivery only reads the outbox.
+the alert ids, recording only reads what it is handed and appends to the outbox, and delivery
+reads the outbox and writes only its own record (`alarm_deliveries`).
 
 How the work is shared — one process owning a DuckDB file, or replicas sharing PostgreSQL — is
 the business of the turns (`turns.py`); this service takes a turn on the streams a batch touches,
@@ -15,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from server.alarms.book import StateBook
 from server.alarms.defaults import seed_defaults, seed_pending
 from server.alarms.evaluation import Evaluator
 from server.alarms.history import StoredHistory
@@ -23,8 +23,8 @@ from server.alarms.incidents import Grouping
 from server.alarms.recording import Recorder
 from server.alarms.store import AlarmStore
 from server.alarms.streams import History, Progress, Streams
-from server.alarms.turns import LocalTurns, SharedTurns, Turns
-from server.domain.alarm_keys import StateKey, StreamKey
+from server.alarms.turns import turns_for
+from server.domain.alarm_keys import StreamKey
 from server.domain.alarms import Alert, RunActivity
 from server.domain.records import WriteResult
 
@@ -46,10 +46,9 @@ class AlarmService:
     ) -> None:
         self.store = store
         db = store.db
-        self.shared = not db.is_duckdb
-        book = StateBook() if self.shared else StateBook(*store.load_states())
-        self.turns: Turns = SharedTurns(db, book) if self.shared else LocalTurns(db, book)
-        self.evaluator = Evaluator(book=book)
+        self.turns = turns_for(db)
+        self.shared = self.turns.shared
+        self.evaluator = Evaluator(book=self.turns.book)
         self.streams = Streams(self.evaluator, history or StoredHistory(db))
         self.recorder = Recorder(db, base_url=base_url, grouping=grouping)
         self.transitions = 0  # alerts changed in this process
@@ -81,7 +80,7 @@ class AlarmService:
         with self.turns.streams(streams, keys) as turn:
             with self.evaluator.lock:
                 progress = self.streams.advance(work, now)
-            self._recorded(self.recorder.record(progress, now, turn.conn))
+            self._recorded(self.recorder.record(progress, now, turn))
             if progress.rewinds:
                 # Stored steps older than a cursor look evaluated: a stream evaluated again is
                 # saved now, so that a crash cannot take its new states back behind them.
@@ -99,14 +98,14 @@ class AlarmService:
                 return
             with self.evaluator.lock:
                 fired = self.evaluator.stalled(runs, now)
-            self._recorded(self.recorder.record(Progress(fired), now, turn.conn))
+            self._recorded(self.recorder.record(Progress(fired), now, turn))
 
     def check_no_data(self, now: float | None = None) -> None:
         """Timer-driven: alerts whose series stopped reporting end as "no data". With replicas,
         the firing alerts in the database name the states to look at, and one replica looks at a
         time, holding their streams too; the others (or a busy stream) wait for the next round."""
         now = time.time() if now is None else now
-        keys = self._firing_keys() if self.shared else self.evaluator.firing_keys()
+        keys = self.turns.firing_keys(self.evaluator.rules())
         if not keys:
             return
         streams = {s for key in keys if (s := key.stream) is not None}
@@ -115,7 +114,7 @@ class AlarmService:
                 return
             with self.evaluator.lock:
                 fired = self.evaluator.no_data(now, keys)
-            self._recorded(self.recorder.record(Progress(fired), now, turn.conn))
+            self._recorded(self.recorder.record(Progress(fired), now, turn))
 
     def recover(self, now: float | None = None) -> int:
         """Catch up streams whose stored steps run past their cursor and that send nothing more
@@ -131,13 +130,13 @@ class AlarmService:
             watched = self.evaluator.watched(stream.project)
             if watched is None or metric in watched:
                 wanted[stream] = max(step, wanted.get(stream, step))
-        cursors = self.store.cursors(list(wanted)) if self.shared else self.evaluator.book.cursors
+        cursors = self.turns.cursors(wanted)
         behind = [s for s, head in wanted.items() if (c := cursors.get(s)) and head > c.through]
         for stream in behind:
             with self.turns.streams([stream], None) as turn:
                 with self.evaluator.lock:
                     progress = self.streams.resume(stream, now)
-                self._recorded(self.recorder.record(progress, now, turn.conn))
+                self._recorded(self.recorder.record(progress, now, turn))
         return len(behind)
 
     def recover_due(self) -> None:
@@ -151,22 +150,6 @@ class AlarmService:
         if changed:
             self.transitions += changed
             self.on_recorded()  # something to deliver: do not wait for the next poll
-
-    def _firing_keys(self) -> list[StateKey]:
-        """The states of the firing alerts in the database (replicas: none holds them all)."""
-        rules = self.evaluator.rules()
-        keys = []
-        for alert in self.store.alerts(state="firing", limit=10_000):
-            rule = rules.get(alert.rule_id)
-            if rule is None or rule.kind == "stalled" or alert.source is None:
-                continue
-            stream = StreamKey(alert.project, alert.run_id, alert.source, alert.actor or "")
-            keys.append(
-                StateKey.of_stream(rule.id, stream)
-                if rule.kind == "precursor"
-                else StateKey.of_metric(rule.id, stream, alert.metric)
-            )
-        return keys
 
     def ensure_defaults(self, project: str) -> None:
         """Give a project the default rule pack, once (see `defaults.seed_defaults`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from server.domain.alarm_keys import Cursor, StateKey, StreamKey
+from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Alert, Receiver, Rule, Silence
 from server.errors import NotFound
 from server.storage import alarm_alerts, alarm_config, alarm_states
@@ -100,20 +100,10 @@ class AlarmStore:
                 raise missing("silence")
 
     # -- states -----------------------------------------------------------------------------
-    def load_states(self) -> tuple[dict[StateKey, dict[str, Any]], dict[StreamKey, Cursor]]:
-        """Every saved state and stream cursor."""
-        with self.db.read() as conn:
-            return alarm_states.load_all(conn)
-
     def states_of(self, keys: Sequence[StateKey]) -> dict[StateKey, dict[str, Any]]:
         """The saved states of `keys` (those saved)."""
         with self.db.read() as conn:
             return alarm_states.load(conn, keys)[0]
-
-    def cursors(self, streams: Sequence[StreamKey]) -> dict[StreamKey, Cursor]:
-        """The saved cursors of `streams` (those saved)."""
-        with self.db.read() as conn:
-            return alarm_states.load(conn, (), streams)[1]
 
     def stored_heads(
         self, *, seen_after: float, seen_before: float

@@ -13,13 +13,15 @@ how the alarm path shares work, behind one small interface (`Turns`) with two im
   the states are written back before it commits — all of it or nothing.
 
 Tasks (the stalled-run and no-data checks) take a turn without waiting: with replicas, one of
-them runs a task at a time and the others skip that round.
+them runs a task at a time and the others skip that round. The turns also say where the
+housekeeping reads how far streams were evaluated and which states fire (the book, or the
+database), and a turn says whether recording must lock the runs it decides incidents for.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,8 +29,9 @@ from typing import Protocol
 from sqlalchemy.engine import Connection
 
 from server.alarms.book import StateBook
-from server.domain.alarm_keys import StateKey, StreamKey
-from server.storage import alarm_states
+from server.domain.alarm_keys import Cursor, StateKey, StreamKey
+from server.domain.alarms import Rule
+from server.storage import alarm_alerts, alarm_states
 from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.alarms")
@@ -36,13 +39,22 @@ log = logging.getLogger("mismatch_monitor.alarms")
 
 @dataclass(frozen=True)
 class Turn:
-    """A turn on some streams: the transaction recording joins (None: it opens its own)."""
+    """A turn on some streams: the transaction recording joins (None: it opens its own), and
+    whether replicas may record the same runs at once (then recording locks them in it)."""
 
     conn: Connection | None
+    shared: bool = False
+
+    def hold_runs(self, conn: Connection, runs: Sequence[tuple[str, str]]) -> None:
+        """One replica decides a run's incidents at a time; one process needs no more than the
+        recorder's own lock."""
+        if self.shared:
+            alarm_alerts.lock_runs(conn, runs)
 
 
 class Turns(Protocol):
     shared: bool  # replicas may share the database: no process holds every state
+    book: StateBook
 
     def streams(
         self, streams: Collection[StreamKey], keys: Collection[StateKey] | None
@@ -61,6 +73,23 @@ class Turns(Protocol):
         """Save what changed where nothing else saves it."""
         ...
 
+    def cursors(self, streams: Collection[StreamKey]) -> dict[StreamKey, Cursor]:
+        """How far each of `streams` was evaluated (those evaluated at all)."""
+        ...
+
+    def firing_keys(self, rules: Mapping[str, Rule]) -> list[StateKey]:
+        """The states whose alert is firing, of `rules`."""
+        ...
+
+
+def turns_for(db: Database) -> Turns:
+    """One process owning a DuckDB file keeps every state in memory; replicas sharing PostgreSQL
+    read the states of the streams they take a turn on."""
+    if db.is_duckdb:
+        with db.read() as conn:
+            return LocalTurns(db, StateBook(*alarm_states.load_all(conn)))
+    return SharedTurns(db, StateBook())
+
 
 def _stream_locks(streams: Collection[StreamKey]) -> list[str]:
     return [f"series:{s.project}|{s.run_id}|{s.source}|{s.actor}" for s in streams]
@@ -71,13 +100,13 @@ class LocalTurns:
 
     def __init__(self, db: Database, book: StateBook) -> None:
         self._db = db
-        self._book = book
+        self.book = book
 
     @contextmanager
     def streams(
         self, streams: Collection[StreamKey], keys: Collection[StateKey] | None
     ) -> Iterator[Turn]:
-        with self._book.lock:
+        with self.book.lock:
             try:
                 yield Turn(None)
             except BaseException:
@@ -88,12 +117,12 @@ class LocalTurns:
     def task(
         self, name: str, keys: Collection[StateKey], streams: Collection[StreamKey] = ()
     ) -> Iterator[Turn | None]:
-        with self._book.lock:
+        with self.book.lock:
             yield Turn(None)
 
     def checkpoint(self) -> None:
-        with self._book.lock:
-            states, cursors = self._book.take_changes()
+        with self.book.lock:
+            states, cursors = self.book.take_changes()
         if not states and not cursors:
             return
         try:
@@ -101,8 +130,17 @@ class LocalTurns:
                 alarm_states.save(conn, states, cursors)
         except Exception:
             log.exception("could not save alarm states")
-            with self._book.lock:
-                self._book.give_back(states, cursors)
+            with self.book.lock:
+                self.book.give_back(states, cursors)
+
+    def cursors(self, streams: Collection[StreamKey]) -> dict[StreamKey, Cursor]:
+        with self.book.lock:
+            return {s: c for s in streams if (c := self.book.cursors.get(s)) is not None}
+
+    def firing_keys(self, rules: Mapping[str, Rule]) -> list[StateKey]:
+        """From the book, which holds every state."""
+        with self.book.lock:
+            return [k for k, st in self.book.states.items() if st.get("status") == "firing"]
 
     def _recover(self, streams: Collection[StreamKey]) -> None:
         """Put streams whose turn failed back to their last checkpoint; their next batch finds
@@ -113,10 +151,10 @@ class LocalTurns:
         except Exception:
             log.exception("could not read alarm states back")
             return
-        keys = {k for s in streams for k in self._book.of_stream(s)} | set(stored)
-        self._book.refresh(keys, stored)
-        self._book.refresh_cursors(streams, cursors)
-        self._book.dirty -= keys
+        keys = {k for s in streams for k in self.book.of_stream(s)} | set(stored)
+        self.book.refresh(keys, stored)
+        self.book.refresh_cursors(streams, cursors)
+        self.book.dirty -= keys
 
 
 class SharedTurns:
@@ -124,7 +162,7 @@ class SharedTurns:
 
     def __init__(self, db: Database, book: StateBook) -> None:
         self._db = db
-        self._book = book
+        self.book = book
 
     @contextmanager
     def streams(
@@ -148,7 +186,7 @@ class SharedTurns:
         self, conn: Connection, streams: Collection[StreamKey], keys: Collection[StateKey] | None
     ) -> Iterator[Turn]:
         """Read the states, let the caller evaluate and record, write back what changed."""
-        book = self._book
+        book = self.book
         if keys is None:
             stored, cursors = alarm_states.load_streams(conn, streams)
             with book.lock:
@@ -158,7 +196,7 @@ class SharedTurns:
         with book.lock:
             book.refresh(keys, stored)
             book.refresh_cursors(streams, cursors)
-        yield Turn(conn)
+        yield Turn(conn, shared=True)
         wanted = set(streams)
         with book.lock:
             mine = {k for k in book.dirty if k in keys or k.scope == "rule" or k.stream in wanted}
@@ -168,3 +206,24 @@ class SharedTurns:
     def checkpoint(self) -> None:
         """Nothing: each turn saved what it changed (saving this process's copies of states
         would undo what other replicas did since)."""
+
+    def cursors(self, streams: Collection[StreamKey]) -> dict[StreamKey, Cursor]:
+        with self._db.read() as conn:
+            return alarm_states.load(conn, (), streams)[1]
+
+    def firing_keys(self, rules: Mapping[str, Rule]) -> list[StateKey]:
+        """From the firing alerts in the database: no replica holds every state."""
+        with self._db.read() as conn:
+            firing = alarm_alerts.alerts(conn, state="firing", limit=10_000)
+        keys = []
+        for alert in firing:
+            rule = rules.get(alert.rule_id)
+            if rule is None or rule.kind == "stalled" or alert.source is None:
+                continue
+            stream = StreamKey(alert.project, alert.run_id, alert.source, alert.actor or "")
+            keys.append(
+                StateKey.of_stream(rule.id, stream)
+                if rule.kind == "precursor"
+                else StateKey.of_metric(rule.id, stream, alert.metric)
+            )
+        return keys

@@ -80,7 +80,7 @@ def load_streams(conn: Connection, streams: Collection[StreamKey]) -> tuple[Stat
     s, r = t.states.c, t.rules.c
     clauses = []
     for stream in streams:
-        base = f"{stream.run_id}|{stream.source}|{stream.actor}"
+        base = StateKey.of_stream(CURSORS, stream).series_text()  # a metric's state adds "|…"
         clauses.append(
             sa.and_(
                 r.project == stream.project,
