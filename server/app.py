@@ -105,7 +105,7 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
         alarms=alarms,
     )
     if alarms is not None:
-        ingest_service.listeners.append(alarms)
+        ingest_service.listeners.append(alarms.service)
         telemetry.count_rule_errors(alarms.service.evaluator.failure_counts)
     return services
 

@@ -110,15 +110,12 @@ class DeliveryWorker:
             self._wake.clear()
 
     def _drain(self) -> int:
-        """One round: take in, make drafts, send; returns how many bodies it made or sent."""
-        self.take_in()
+        """One round: take in what was recorded since the last, make drafts, send; returns how
+        many bodies it made or sent."""
+        with self.db.write() as conn:
+            alarm_deliveries.take_in(conn)
         made = self.drafts.prepare() if self.drafts is not None else 0
         return made + self.deliver_due()
-
-    def take_in(self) -> int:
-        """Give the outbox rows recorded since the last round their delivery rows."""
-        with self.db.write() as conn:
-            return alarm_deliveries.take_in(conn)
 
     def deliver_due(self, now: float | None = None) -> int:
         """Send every message that is due; returns how many were attempted."""

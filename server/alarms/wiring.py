@@ -1,7 +1,7 @@
 """The alarm feature assembled: evaluation on ingest, configuration, delivery, housekeeping.
 
-The composition root builds one `Alarms` and plugs it in as an ingest listener; the API reaches
-it through a typed dependency, the dashboard through the two read methods it needs.
+The composition root builds one `Alarms` and plugs its service in as an ingest listener; the API
+reaches it through a typed dependency, the dashboard through the two read methods it needs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from server.alarms.outbound import TargetPolicy
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Alert, RunActivity
-from server.domain.records import WriteResult
 from server.storage import runs
 from server.storage.db import Database
 
@@ -32,9 +31,6 @@ class Alarms:
     config: AlarmConfigService
     worker: DeliveryWorker
     backtest: Backtester
-
-    def on_ingested(self, result: WriteResult) -> None:
-        self.service.on_ingested(result)
 
     def start(self) -> None:
         self.worker.start()
