@@ -108,7 +108,7 @@ class Run:
         self._worker = Worker(
             transport or HttpTransport(url, token, timeout=timeout),
             self.spool,
-            run_upsert=self._run_upsert,
+            run=self._run_upsert(),
             queue_size=queue_size,
             max_batch_records=max_batch_records,
             flush_interval=flush_interval,
@@ -269,7 +269,7 @@ class Run:
         """Merge keys into the run's config (by top-level key, on the server as here)."""
         with self._lock:
             self._config.update(dict(config))
-        self._worker.mark_run_changed()
+        self._worker.describe(self._run_upsert())
         return self._worker.submit("run", {})
 
     # -- lifecycle -------------------------------------------------------------------------

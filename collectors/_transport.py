@@ -24,7 +24,7 @@ import time
 import uuid
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from collectors._backoff import Backoff
@@ -72,7 +72,7 @@ class Worker:
         transport: Transport,
         spool: Spool,
         *,
-        run_upsert: Callable[[], dict[str, Any]],
+        run: Mapping[str, Any],
         queue_size: int = 10_000,
         max_batch_records: int = 512,
         flush_interval: float = 1.0,
@@ -83,7 +83,7 @@ class Worker:
         """`sleep` replaces the wait between retries (tests: see `Backoff`)."""
         self.transport = transport
         self.spool = spool
-        self._run_upsert = run_upsert
+        self._run: dict[str, Any] = dict(run)
         self.queue_size = queue_size
         self.max_batch_records = max_batch_records
         self.flush_interval = flush_interval
@@ -119,8 +119,14 @@ class Worker:
             log.debug("submit failed", exc_info=True)
             return False
 
-    def mark_run_changed(self) -> None:
+    def describe(self, run: Mapping[str, Any]) -> None:
+        """The run as the server should know it, from the next batch on (its config changed).
+        The host pushes it here, so this thread never reads the host's state."""
+        self._run = dict(run)
         self._run_pending = True
+
+    def _run_upsert(self) -> dict[str, Any]:
+        return dict(self._run)  # a copy: a batch may be spooled while the next one is built
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Deliver what was submitted and replay the spool within `timeout`, trying the server

@@ -112,8 +112,11 @@ class DeliveryWorker:
     def _drain(self) -> int:
         """One round: take in what was recorded since the last, make drafts, send; returns how
         many bodies it made or sent."""
-        with self.db.write() as conn:
-            alarm_deliveries.take_in(conn)
+        with self.db.read() as conn:  # a cheap look first: no write lock when nothing is new
+            new = alarm_deliveries.any_new(conn)
+        if new:
+            with self.db.write() as conn:
+                alarm_deliveries.take_in(conn)
         made = self.drafts.prepare() if self.drafts is not None else 0
         return made + self.deliver_due()
 

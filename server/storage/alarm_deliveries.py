@@ -12,10 +12,9 @@ A round of the worker:
 3. `claim_due` leases due messages, so replicas never send one twice at once; `finish` records
    what an attempt left.
 
-Taking in runs one replica at a time (a transaction-level advisory lock on PostgreSQL; the
-process's write lock on DuckDB). A claim and a fold race on the message's row only, and both
-re-check it as they write (`_waiting`, `_due`): a revision is folded into a message or its
-fallback is sent, never neither.
+Taking in runs one replica at a time (`db.hold_task`). A claim and a fold race on the message's
+row only, and both re-check it as they write (`_waiting`, `_due`): a revision is folded into a
+message or its fallback is sent, never neither.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from sqlalchemy.engine import Connection
 
 from server.storage import alarm_tables as t
 from server.storage.alarm_outbox import DRAFT_PREFIX, is_draft
+from server.storage.db import hold_task
 
 _d = t.deliveries.c
 _o = t.outbox.c
@@ -71,13 +71,21 @@ def _due(now: float) -> sa.ColumnElement[bool]:
     )
 
 
+def _new() -> sa.ColumnElement[bool]:
+    """An outbox row with no delivery row yet."""
+    mine = t.deliveries.alias("mine")
+    return ~sa.select(mine.c.message_id).where(mine.c.message_id == _o.id).exists()
+
+
+def any_new(conn: Connection) -> bool:
+    """Whether the outbox holds a row not taken in (a read, no write lock)."""
+    return conn.execute(sa.select(_o.id).where(_new()).limit(1)).first() is not None
+
+
 def take_in(conn: Connection) -> int:
     """Give every outbox row without one its delivery row; returns how many it took in."""
-    if conn.dialect.name == "postgresql":
-        lock = sa.func.pg_advisory_xact_lock(sa.func.hashtext("task:alarm-intake"))
-        conn.execute(sa.select(lock))
-    mine = t.deliveries.alias("mine")
-    new = ~sa.select(mine.c.message_id).where(mine.c.message_id == _o.id).exists()
+    hold_task(conn, "alarm-intake")
+    new = _new()
     made = sa.case((_o.body.startswith(DRAFT_PREFIX, autoescape=True), None), else_=_o.body)
     messages = sa.select(
         _o.id, _o.receiver_id, _o.id, made, _o.created_at, sa.literal(0), _o.not_before

@@ -65,7 +65,7 @@ class Database:
                 return
             engine = self.engine.execution_options(isolation_level="REPEATABLE READ")
             with engine.begin() as conn:
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('task:maintenance'))"))
+                hold_task(conn, "maintenance")
                 yield conn
 
     @contextmanager
@@ -95,6 +95,14 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def hold_task(conn: Connection, name: str) -> None:
+    """One transaction at a time runs task `name`: on PostgreSQL among every replica (an advisory
+    lock until the transaction ends); a DuckDB file has one writing process, whose writes (and
+    maintenance) already take turns."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"task:{name}"))))
 
 
 def _create_engine(url: str, *, echo: bool) -> Engine:

@@ -158,9 +158,7 @@ class Scripted:
 
 def scripted_worker(tmp_path: Path, transport: Scripted) -> Worker:
     spool = Spool(tmp_path / "spool", "w", max_bytes=1 << 20)
-    return Worker(
-        transport, spool, run_upsert=lambda: {"id": "w"}, flush_interval=0.05, sleep=lambda _: None
-    )
+    return Worker(transport, spool, run={"id": "w"}, flush_interval=0.05, sleep=lambda _: None)
 
 
 def test_a_transport_that_raises_mid_replay_loses_nothing(tmp_path: Path) -> None:

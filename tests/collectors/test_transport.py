@@ -72,7 +72,7 @@ def make_worker(
     worker = Worker(
         transport,
         Spool(tmp_path / "spool", "w-run", max_bytes=1 << 20),
-        run_upsert=lambda: {"id": "w-run"},
+        run={"id": "w-run"},
         flush_interval=0.05,
         sleep=slept.append,
         **kwargs,
