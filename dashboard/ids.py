@@ -33,6 +33,7 @@ RUN_SMOOTH_WEIGHT = "run-smooth-weight"
 RUN_YSCALE = "run-yscale"
 RUN_XAXIS = "run-xaxis"
 RUN_PANELS = "run-panels"
+RUN_PAGE = "run-page"  # the run as the page opened it: never written by a callback
 RUN_VIEW = "run-view"
 RUN_ZOOM = "run-zoom"
 RUN_LAST = "run-last"

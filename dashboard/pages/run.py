@@ -6,10 +6,12 @@ TRL's mean |logp diff|, OpenRLHF's k1, slime's sequence means), titled with its 
 meaning (`server.domain.metrics.run_panels`); every metric the run logs, under any name, is in
 the "more metrics" menu.
 
-The browser holds the figures and a small view (run, zoom range, the last step drawn), never
-the data: nothing large travels back up. While the run is live, a tick asks for the run's last
-step (one lookup) and only when it moved past the last step drawn reads the view again — at
-most MAX_POINTS buckets per panel, however long the run — and redraws. Ticks never overlap: the
+The browser holds the figures and a small view (run, zoom range), never the data: nothing large
+travels back up. While the run is live, a tick asks for the run's last step (one lookup) and,
+only when it moved past the last step it told of before (the layout's at first), tells the
+redraw, which reads the view again — at most MAX_POINTS buckets per panel, however long the run.
+The tick reads only what comes before it (the page as opened, the zoom asked for, its own last
+answer), never what a redraw wrote: the live path runs one way. Ticks never overlap: the
 interval fires once and each tick re-arms it when done. A zoom reads the visible range at full
 resolution; smoothing, scale and axis changes redraw from a fresh read; the CSV export reads the
 view at full precision when asked. A redraw is one read of the read port (`run_view`): the last
@@ -85,9 +87,10 @@ def layout(
                 run_lines.sampler_only_line(detail.labels), id=ids.RUN_SAMPLER_ONLY, style=WARN
             ),
             _controls(params, sorted({m.name for m in metrics})),
+            dcc.Store(id=ids.RUN_PAGE, data=view.as_dict()),
             dcc.Store(id=ids.RUN_VIEW, data=view.as_dict()),
             dcc.Store(id=ids.RUN_ZOOM, data=run_data.zoom_of(view)),
-            dcc.Store(id=ids.RUN_LAST, data=None),
+            dcc.Store(id=ids.RUN_LAST, data=detail.last_step),
             dcc.Interval(
                 id=ids.RUN_INTERVAL,
                 interval=poll_ms,
@@ -197,7 +200,7 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
     # Zooms are filtered in the browser: a panel's resizes fire relayouts too, and a server
     # call for one would supersede (and so lose) the call for the zoom before it.
     app.clientside_callback(
-        ZOOM_JS,
+        run_data.ZOOM_JS,
         Output(ids.RUN_ZOOM, "data"),
         Input({"type": ids.PANEL, "index": ALL}, "relayoutData"),
         prevent_initial_call=True,
@@ -207,11 +210,16 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         Output(ids.RUN_LAST, "data"),
         Output(ids.RUN_INTERVAL, "n_intervals"),
         Input(ids.RUN_INTERVAL, "n_intervals"),
-        State(ids.RUN_VIEW, "data"),
+        State(ids.RUN_PAGE, "data"),
+        State(ids.RUN_ZOOM, "data"),
+        State(ids.RUN_LAST, "data"),
         prevent_initial_call=True,
     )
-    def _tick(_: int | None, view: run_data.ViewData) -> tuple[Any, int]:
-        return tick(reads, reader(), run_data.View.from_dict(view)), 0  # 0 re-arms the timer
+    def _tick(
+        _: int | None, page: run_data.ViewData, zoom: dict[str, int | None], told: int | None
+    ) -> tuple[Any, int]:
+        opened = run_data.View.from_dict(page)
+        return tick(reads, reader(), opened, zoom, told), 0  # 0 re-arms the timer
 
     @app.callback(
         Output(ids.RUN_PANELS, "children"),
@@ -262,27 +270,6 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         return download(reads, reader(), extra or [], view)
 
 
-# A panel's zoom as {step_min, step_max, max_points}; its reset as the whole run; anything else
-# (a resize, a legend click, a zoom of a wall-time axis) changes nothing.
-ZOOM_JS = f"""
-function(relayouts) {{
-    const fired = dash_clientside.callback_context.triggered || [];
-    for (const t of fired) {{
-        const r = t.value || {{}};
-        const lo = r["xaxis.range[0]"], hi = r["xaxis.range[1]"];
-        if (typeof lo === "number" && typeof hi === "number") {{
-            return {{step_min: Math.max(0, Math.floor(lo)), step_max: Math.floor(hi) + 1,
-                     max_points: {run_data.ZOOM_POINTS}}};
-        }}
-        if (r["xaxis.autorange"]) {{
-            return {{step_min: null, step_max: null, max_points: {run_data.MAX_POINTS}}};
-        }}
-    }}
-    return dash_clientside.no_update;
-}}
-"""
-
-
 @dataclass(frozen=True)
 class Style:
     """How the panels draw (the controls beside them)."""
@@ -293,13 +280,23 @@ class Style:
     x_axis: str
 
 
-def tick(reads: Reads, reader: ReadScope, view: run_data.View) -> Any:
-    """The run's last step when it moved past the last one drawn (then the panels redraw);
-    nothing while zoomed in or while nothing is new."""
-    if view.step_max is not None:
+def tick(
+    reads: Reads,
+    reader: ReadScope,
+    page: run_data.View,
+    zoom: dict[str, int | None],
+    told: int | None,
+) -> Any:
+    """The run's last step when it moved past `told`, the last one told of (then the panels
+    redraw); nothing while zoomed in (a range that ends), while nothing is new, or once the
+    reader cannot see the run (deleted, or access withdrawn, while the page was open)."""
+    if zoom.get("step_max") is not None:
         return no_update
-    last = reads.runs.last_step(view.scope(reader), view.run)
-    if last is None or (view.drawn is not None and last <= view.drawn):
+    try:
+        last = reads.runs.last_step(page.scope(reader), page.run)
+    except NotFound:
+        return no_update
+    if last is None or (told is not None and last <= told):
         return no_update
     return last
 
@@ -313,7 +310,7 @@ def draw(
     view: run_data.View,
 ) -> tuple[list[Any], run_data.ViewData]:
     """(panels, view): the range zoomed to (all of the run when not zoomed), read afresh in
-    one call; the view's `drawn` is the last step that read found."""
+    one call."""
     view = replace(
         view,
         step_min=zoom.get("step_min"),
@@ -323,7 +320,7 @@ def draw(
     found = run_data.fetch(reads, reader, view, extra)
     if found is None:
         return [], view.as_dict()
-    return panels(found, style), replace(view, drawn=found.last_step).as_dict()
+    return panels(found, style), view.as_dict()
 
 
 def panels(found: RunView, style: Style) -> list[Any]:

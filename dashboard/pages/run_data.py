@@ -31,14 +31,12 @@ ViewData = dict[str, str | int | None]
 
 @dataclass(frozen=True)
 class View:
-    """What the run page shows: the run, a step range (None: all of it), how many buckets, and
-    the last step drawn (the cursor a live tick compares against)."""
+    """What the run page shows: the run, a step range (None: all of it), how many buckets."""
 
     run: str
     step_min: int | None = None
     step_max: int | None = None
     max_points: int = MAX_POINTS
-    drawn: int | None = None
     project: str | None = None  # given when projects the reader sees share the run's id
 
     def scope(self, reader: ReadScope) -> ReadScope:
@@ -55,7 +53,6 @@ class View:
             _int(data.get("step_min")),
             _int(data.get("step_max")),
             _int(data.get("max_points")) or MAX_POINTS,
-            _int(data.get("drawn")),
             str(data["project"]) if data.get("project") else None,
         )
 
@@ -79,6 +76,27 @@ def fetch(reads: Reads, reader: ReadScope, view: View, extra: Sequence[str]) -> 
     except Exception:
         log.exception("could not read run %s", view.run)
         return None
+
+
+# A panel's zoom as {step_min, step_max, max_points}; its reset as the whole run; anything else
+# (a resize, a legend click, a zoom of a wall-time axis) changes nothing.
+ZOOM_JS = f"""
+function(relayouts) {{
+    const fired = dash_clientside.callback_context.triggered || [];
+    for (const t of fired) {{
+        const r = t.value || {{}};
+        const lo = r["xaxis.range[0]"], hi = r["xaxis.range[1]"];
+        if (typeof lo === "number" && typeof hi === "number") {{
+            return {{step_min: Math.max(0, Math.floor(lo)), step_max: Math.floor(hi) + 1,
+                     max_points: {ZOOM_POINTS}}};
+        }}
+        if (r["xaxis.autorange"]) {{
+            return {{step_min: null, step_max: null, max_points: {MAX_POINTS}}};
+        }}
+    }}
+    return dash_clientside.no_update;
+}}
+"""
 
 
 def zoom_of(view: View) -> dict[str, int | None]:

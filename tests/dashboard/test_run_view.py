@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 import pytest
+from dash import no_update
 
 from dashboard.pages import run
 from dashboard.pages.run_data import View
@@ -81,7 +82,7 @@ def test_a_redraw_is_one_read_with_every_panel_note_and_alert(migrated_db: Datab
     panels, view = run.draw(reads, ReadScope.of(["p"]), ["mine"], {}, STYLE, View("r"))
     assert calls == Counter({"run_views.run_view": 1})
     assert asked == [("r", ["p"])]  # the alarm feature is asked about the run's own project
-    assert view["drawn"] == 39
+    assert View.from_dict(view) == View("r")  # the range drawn: all of the run
     by_name = {p.id["index"]: p.figure for p in panels}
     assert "mine" in by_name and "entropy" in by_name
     traces = {t["name"]: t for t in next(iter(by_name.values()))["data"]}
@@ -89,6 +90,24 @@ def test_a_redraw_is_one_read_with_every_panel_note_and_alert(migrated_db: Datab
     assert sorted(traces["annotations"]["x"]) == [12, 20]  # the note and the GPU change
     shapes = next(iter(by_name.values()))["layout"]["shapes"]
     assert [s["name"] for s in shapes if s["type"] == "rect"] == ["L20", "H20"]
+
+
+def test_a_tick_tells_a_new_last_step_once_from_what_came_before_it(
+    migrated_db: Database,
+) -> None:
+    """The tick compares the run's last step (39) with its own last answer, never with what a
+    redraw wrote; zoomed to a range that ends, it reads nothing."""
+    _write(migrated_db)
+    calls: Counter[str] = Counter()
+    reads = _counted(Reads.over(migrated_db), calls)
+    scope = ReadScope.of(["p"])
+    assert run.tick(reads, scope, View("r"), {}, None) == 39
+    assert run.tick(reads, scope, View("r"), {}, 30) == 39
+    assert run.tick(reads, scope, View("r"), {}, 39) is no_update
+    assert calls == Counter({"runs.last_step": 3})
+    assert run.tick(reads, scope, View("r"), {"step_max": 20}, 30) is no_update
+    assert run.tick(reads, ReadScope.of(["other"]), View("r"), {}, None) is no_update
+    assert calls == Counter({"runs.last_step": 4})
 
 
 def test_the_run_view_reads_only_what_the_panels_draw(migrated_db: Database) -> None:
