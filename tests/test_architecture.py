@@ -222,6 +222,52 @@ def test_an_import_inside_a_function_ties_a_cycle_too() -> None:
     assert cycles(graph) == [["collectors._metrics", "collectors._pure", "collectors._metrics"]]
 
 
+SQL_HOMES = ("server.storage", "migrations")
+
+
+def sql_imports(source: str) -> list[str]:
+    """What `source` imports from SQLAlchemy beyond its connection types (`sqlalchemy.engine`,
+    which a service may pass along): what it needs to write SQL."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and not node.level
+            else []
+        )
+        found += [
+            n for n in names if _under(n, "sqlalchemy") and not _under(n, "sqlalchemy.engine")
+        ]
+    return found
+
+
+def test_sql_is_written_in_storage_only() -> None:
+    """Services, alarms, the API and the dashboard reach the database through storage; the
+    dialects' differences and every query live there (and in the migrations)."""
+    found = [
+        f"{module} imports {name}"
+        for module, path in our_modules()
+        if not any(_under(module, home) for home in SQL_HOMES)
+        for name in sql_imports(path.read_text())
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import sqlalchemy as sa", ["sqlalchemy"]),
+        ("from sqlalchemy.dialects.postgresql import insert", ["sqlalchemy.dialects.postgresql"]),
+        ("from sqlalchemy.engine import Connection", []),
+        ("def f():\n    import sqlalchemy", ["sqlalchemy"]),
+    ],
+)
+def test_the_sql_check_refuses_what_it_should(source: str, expected: list[str]) -> None:
+    assert sql_imports(source) == expected
+
+
 def test_modules_and_functions_stay_small() -> None:
     """A module past 400 lines is usually two ideas; a function past 80, several steps."""
     large = []

@@ -17,7 +17,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import sqlalchemy as sa
 
 from server.analysis.attribution import Attribution, Hypothesis, Trace, attribute
 from server.analysis.attribution_checks import Bucket, GpuContrast, Reference
@@ -31,8 +30,7 @@ from server.errors import MonitorError, Unavailable
 from server.services.hardware_reads import HardwareReads
 from server.services.query import SeriesQueries, check_range
 from server.services.runs_query import RunQueries
-from server.storage import references, runs
-from server.storage import tables as t
+from server.storage import references, runs, stored_steps
 from server.storage.db import Database
 
 MAX_POINTS = 2000
@@ -87,20 +85,11 @@ def first_steps(
 ) -> dict[int, float]:
     """{first step: weight version} of each weight version the run's records carry (the
     `weight_version` of `log_metrics`): one row per version, however long the run."""
-    r = t.step_records.c
     with db.read() as conn:
         found = runs.row(conn, run_id, [project])
         if not found:
             return {}
-        query = sa.select(r.weight_version, sa.func.min(r.step)).where(
-            r.run_pk == found[0].pk, r.weight_version.is_not(None)
-        )
-        if step_min is not None:
-            query = query.where(r.step >= step_min)
-        if step_max is not None:
-            query = query.where(r.step <= step_max)
-        rows = conn.execute(query.group_by(r.weight_version)).all()
-    return {int(step): float(version) for version, step in rows}
+        return stored_steps.weight_versions(conn, found[0].pk, step_min, step_max)
 
 
 def _onto_buckets(versions: dict[int, float], signal: Series | None) -> dict[int, float]:

@@ -210,3 +210,20 @@ def at_step(conn: Connection, run_pk: int, step: int, metrics: Collection[str]) 
         )
     }
     return AtStep(values, versions)
+
+
+def weight_versions(
+    conn: Connection, run_pk: int, step_min: int | None, step_max: int | None
+) -> dict[int, float]:
+    """{first step: weight version} of each weight version the run's records carry within the
+    steps asked: one row per version, however long the run."""
+    r = t.step_records.c
+    query = sa.select(r.weight_version, sa.func.min(r.step)).where(
+        r.run_pk == run_pk, r.weight_version.is_not(None)
+    )
+    if step_min is not None:
+        query = query.where(r.step >= step_min)
+    if step_max is not None:
+        query = query.where(r.step <= step_max)
+    rows = conn.execute(query.group_by(r.weight_version)).all()
+    return {int(step): float(version) for version, step in rows}
