@@ -22,35 +22,18 @@ import queue
 import threading
 import time
 import uuid
-import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from collectors._backoff import Backoff
+from collectors._fork import reset_in_forked_children
 from collectors._http import Answer, HttpTransport, Transport, classify
 from collectors._spool import LeftBehind, Spool
 
 __all__ = ["Answer", "HttpTransport", "Transport", "Worker", "classify"]
 
 log = logging.getLogger("mismatch_monitor.collectors")
-
-
-def _reset_in_forked_children(worker: Worker) -> None:
-    """Give a forked child fresh locks, queue and thread for `worker`.
-
-    The hook holds the worker weakly: a fork hook cannot be unregistered, and a strong reference
-    would keep every worker (and its run) alive for the life of the process."""
-    if not hasattr(os, "register_at_fork"):
-        return
-    method = weakref.WeakMethod(worker._reset_after_fork)
-
-    def reset() -> None:
-        bound = method()
-        if bound is not None:
-            bound()
-
-    os.register_at_fork(after_in_child=reset)
 
 
 class Worker:
@@ -97,7 +80,7 @@ class Worker:
         self.incompatible = ""  # the server's message once it refused our ingest format
         self._left = LeftBehind(spool)
         self._reset_after_fork()
-        _reset_in_forked_children(self)
+        reset_in_forked_children(self._reset_after_fork)
 
     # -- the host's side: never blocks, never raises -------------------------------------------
     def submit(self, kind: str, item: dict[str, Any]) -> bool:

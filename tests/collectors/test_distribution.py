@@ -236,6 +236,21 @@ def test_collectors_distribution_declares_no_dependencies_and_an_spdx_license(
     assert project["license"] == "Apache-2.0"
 
 
+def test_the_wheel_holds_every_module_of_the_checkout(wheel: tuple[Path, str]) -> None:
+    """A subpackage left out of the build's list installs a library that fails on import (the
+    parity check's did once, and only an editable install hid it)."""
+    package = ROOT / "collectors"
+    modules = {
+        f"collectors/{path.relative_to(package).as_posix()}"
+        for path in package.rglob("*.py")
+        if not {"build", "__pycache__"} & set(path.relative_to(package).parts)
+    }
+    with zipfile.ZipFile(wheel[0]) as built:
+        held = {name for name in built.namelist() if name.endswith(".py")}
+    assert modules - held == set()
+    assert "collectors/_parity/_check.py" in held
+
+
 def test_the_server_pins_the_collectors_of_its_own_version() -> None:
     with (ROOT / "pyproject.toml").open("rb") as f:
         project = tomllib.load(f)["project"]
