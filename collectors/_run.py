@@ -267,9 +267,9 @@ class Run:
 
     def update_config(self, config: Mapping[str, Any]) -> bool:
         """Merge keys into the run's config (by top-level key, on the server as here)."""
-        with self._lock:
+        with self._lock:  # described under the lock: a later update never loses to an earlier
             self._config.update(dict(config))
-        self._worker.describe(self._run_upsert())
+            self._worker.describe(self._run_upsert())
         return self._worker.submit("run", {})
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -295,12 +295,13 @@ class Run:
 
     # -- internals -------------------------------------------------------------------------
     def _run_upsert(self) -> dict[str, Any]:
-        with self._lock:
-            upsert: dict[str, Any] = {
-                "id": self.id,
-                "project": self.project,
-                "config": dict(self._config),
-            }
+        """The run as the server should know it (the caller holds `_lock`, or no other thread
+        knows the run yet)."""
+        upsert: dict[str, Any] = {
+            "id": self.id,
+            "project": self.project,
+            "config": dict(self._config),
+        }
         if self._name:
             upsert["name"] = self._name
         if self._labels:

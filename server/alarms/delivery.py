@@ -4,10 +4,10 @@ It reads the outbox and writes only its own record (`alarm_deliveries`): each ro
 rows recording wrote since the last (folding follow-ups into first messages not sent yet), makes
 drafts into bodies (`drafts.py`: the diagnoses they owe, made here rather than on the ingest
 path), then sends what is due. A message is claimed with a lease (so replicas never send it
-twice at once),
-posted with its stable `webhook-id`, and marked delivered on 2xx. 4xx other than 408/429 is final
-and recorded; 5xx, timeouts and refused connections are retried with exponential backoff and
-jitter until the message is `max_age_s` old. A restart picks up whatever was not delivered.
+twice at once), posted with its stable `webhook-id`, and marked delivered on 2xx. 4xx other than
+408/429 is final and recorded; 5xx, timeouts and refused connections are retried with
+exponential backoff and jitter until the message is `max_age_s` old. A restart picks up whatever
+was not delivered.
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ class AlarmService:
         self.store = store
         db = store.db
         self.turns = turns_for(db)
-        self.shared = self.turns.shared
         self.evaluator = Evaluator(book=self.turns.book)
         self.streams = Streams(self.evaluator, history or StoredHistory(db))
         self.recorder = Recorder(db, base_url=base_url, grouping=grouping)

@@ -32,7 +32,7 @@ from server.alarms.book import StateBook
 from server.domain.alarm_keys import Cursor, StateKey, StreamKey
 from server.domain.alarms import Rule
 from server.storage import alarm_alerts, alarm_states
-from server.storage.db import Database
+from server.storage.db import Database, hold_locks
 
 log = logging.getLogger("mismatch_monitor.alarms")
 
@@ -169,7 +169,7 @@ class SharedTurns:
         self, streams: Collection[StreamKey], keys: Collection[StateKey] | None
     ) -> Iterator[Turn]:
         with self._db.write() as conn:
-            alarm_states.lock(conn, _stream_locks(streams))
+            hold_locks(conn, _stream_locks(streams))
             yield from self._held(conn, streams, keys)
 
     @contextmanager
@@ -177,7 +177,7 @@ class SharedTurns:
         self, name: str, keys: Collection[StateKey], streams: Collection[StreamKey] = ()
     ) -> Iterator[Turn | None]:
         with self._db.write() as conn:
-            if not alarm_states.lock(conn, [f"task:{name}", *_stream_locks(streams)], wait=False):
+            if not hold_locks(conn, [f"task:{name}", *_stream_locks(streams)], wait=False):
                 yield None
                 return
             yield from self._held(conn, streams, keys)

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from server.domain.alarm_keys import StreamKey
 from server.domain.alarms import Alert
 from server.storage import alarm_tables as t
+from server.storage.db import hold_locks
 
 _a = t.alerts.c
 
@@ -123,9 +124,7 @@ def of_incidents(conn: Connection, incident_ids: Sequence[str]) -> dict[str, lis
 def lock_runs(conn: Connection, runs: Sequence[tuple[str, str]]) -> None:
     """PostgreSQL: the runs' incidents are decided by one replica at a time (a lock in the
     caller's transaction, taken after its stream locks, in sorted order)."""
-    for project, run in sorted(set(runs)):
-        lock = sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"incident:{project}|{run}"))
-        conn.execute(sa.select(lock))
+    hold_locks(conn, [f"incident:{project}|{run}" for project, run in runs])
 
 
 def alert(conn: Connection, alert_id: str) -> Alert | None:

@@ -174,6 +174,8 @@ def claim_due(conn: Connection, now: float, *, lease_s: float, limit: int = 50) 
         .values(lease_until=now + lease_s)
         .returning(_d.message_id, _d.receiver_id, _d.body, _d.attempts, _d.created_at)
     ).all()
+    if not leased:
+        return []
     found = conn.execute(
         sa.select(t.receivers.c.id, t.receivers.c.url, t.receivers.c.secret).where(
             t.receivers.c.id.in_({r.receiver_id for r in leased})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -84,24 +84,9 @@ def record(
     """Messages, then revisions, numbered in that order as they are written (`seq`, the order
     delivery takes them in). A row whose id is stored already is left as it is: recording the
     same transition twice (a stream evaluated again after a restart) adds nothing."""
-    rows: list[dict[str, Any]] = [
-        {**_common(m), "not_before": m.not_before, "revises": None, "fallback": None}
-        for m in messages
-    ]
-    rows += [
-        {**_common(r), "not_before": r.created_at, "revises": r.revises, "fallback": r.fallback}
-        for r in revisions
-    ]
+    rows = [asdict(m) for m in messages]
+    rows += [{**asdict(r), "not_before": r.created_at} for r in revisions]
     for row in rows:
         conn.execute(
             pg_insert(t.outbox).values(**row).on_conflict_do_nothing(index_elements=["id"])
         )
-
-
-def _common(row: OutboxMessage | Revision) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "receiver_id": row.receiver_id,
-        "body": row.body,
-        "created_at": row.created_at,
-    }

@@ -1,5 +1,4 @@
-"""Alarm states and stream cursors: what evaluation keeps between batches, and the locks replicas
-take turns with.
+"""Alarm states and stream cursors: what evaluation keeps between batches.
 
 A state row is (rule id, series text) → JSON; `StateKey.series_text`/`parse` are its codec, so
 nothing else reads or writes the text. A stream's cursor (`Cursor`: how far it was evaluated) is
@@ -11,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -119,18 +118,6 @@ def save(
         set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at},
     )
     conn.execute(stmt)
-
-
-def lock(conn: Connection, names: Sequence[str], *, wait: bool = True) -> bool:
-    """PostgreSQL advisory locks on `names` for the caller's transaction, in sorted order (two
-    replicas never wait on each other in a cycle); False when `wait` is False and another
-    transaction holds one of them."""
-    function = sa.func.pg_advisory_xact_lock if wait else sa.func.pg_try_advisory_xact_lock
-    for name in sorted(set(names)):
-        got = conn.execute(sa.select(function(sa.func.hashtext(name)))).scalar()
-        if not wait and not got:
-            return False
-    return True
 
 
 def stored_heads(

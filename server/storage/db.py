@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -97,12 +97,24 @@ class Database:
         self.engine.dispose()
 
 
+def hold_locks(conn: Connection, names: Sequence[str], *, wait: bool = True) -> bool:
+    """Locks on `names` until the caller's transaction ends: PostgreSQL advisory locks, taken in
+    sorted order (two replicas never wait on each other in a cycle); False when `wait` is False
+    and another transaction holds one of them. A DuckDB file has one writing process, whose
+    writes already take turns: nothing to take there."""
+    if conn.dialect.name != "postgresql":
+        return True
+    function = sa.func.pg_advisory_xact_lock if wait else sa.func.pg_try_advisory_xact_lock
+    for name in sorted(set(names)):
+        got = conn.execute(sa.select(function(sa.func.hashtext(name)))).scalar()
+        if not wait and not got:
+            return False
+    return True
+
+
 def hold_task(conn: Connection, name: str) -> None:
-    """One transaction at a time runs task `name`: on PostgreSQL among every replica (an advisory
-    lock until the transaction ends); a DuckDB file has one writing process, whose writes (and
-    maintenance) already take turns."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"task:{name}"))))
+    """One transaction at a time runs task `name` (among every replica on PostgreSQL)."""
+    hold_locks(conn, [f"task:{name}"])
 
 
 def _create_engine(url: str, *, echo: bool) -> Engine:

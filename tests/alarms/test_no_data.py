@@ -118,7 +118,9 @@ def test_no_data_is_found_by_any_replica(migrated_db: Any) -> None:
     first.reload()
     # On PostgreSQL a second replica sees only the database; on DuckDB it is the same process.
     other = (
-        AlarmService(AlarmStore(migrated_db), base_url="http://monitor") if first.shared else first
+        AlarmService(AlarmStore(migrated_db), base_url="http://monitor")
+        if first.turns.shared
+        else first
     )
     now = time.time()
     stored = [

@@ -31,7 +31,7 @@ def test_stalled_fires_once_and_resolves(migrated_db: Database) -> None:
     first = AlarmService(AlarmStore(db), base_url="http://monitor")
     first.ensure_defaults("p")
     # A second replica: on PostgreSQL it shares the states; on DuckDB it is the same process.
-    other = AlarmService(AlarmStore(db), base_url="http://monitor") if first.shared else first
+    other = AlarmService(AlarmStore(db), base_url="http://monitor") if first.turns.shared else first
     now = time.time()
 
     first.check_stalled([_run(now - 30)], now=now)
