@@ -6,57 +6,27 @@ caller's thread (tensors never leave it), the upload on a background thread.
 
 from __future__ import annotations
 
-import atexit
 import logging
-import math
 import os
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from collectors._env import default_actor, host_info
+from collectors._exit import closes_at_exit
 from collectors._metric_map import resolve
 from collectors._naming import Naming
+from collectors._say import say
 from collectors._spool import Spool
 from collectors._transport import HttpTransport, Transport, Worker
+from collectors._values import spool_dir_default, step_inputs, to_float, wire, wire_exemplar
 
 log = logging.getLogger("mismatch_monitor.collectors")
 
 DEFAULT_URL = "http://127.0.0.1:8765"
-ATEXIT_TIMEOUT = 10.0
-
-
-def _spool_dir() -> Path:
-    configured = os.environ.get("MISMATCH_SPOOL_DIR")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mismatch-monitor" / "spool"
-
-
-def _float(value: Any) -> float:
-    """A metric value as float, tolerating tensors and numpy scalars; NaN when unreadable."""
-    try:
-        if hasattr(value, "item"):
-            value = value.item()
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _wire(value: float) -> float | str:
-    return value if math.isfinite(value) else repr(value)  # "nan", "inf", "-inf": strict JSON
-
-
-def _wire_exemplar(exemplar: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(exemplar)
-    for key in ("rollout_logprob", "trainer_logprob"):
-        out[key] = _wire(_float(out[key]))
-    return out
 
 
 class Run:
@@ -102,9 +72,10 @@ class Run:
             else "cpu"
         )
         self._warned: set[str] = set()
+        self._ended: tuple[str, float] | None = None  # (status, time) once finished or failed
         self._naming = Naming(metric_map or {}, self.update_config, self._warn_once)
         self._config.update(self._naming.config())
-        self.spool = Spool(spool_dir or _spool_dir(), run_id, max_bytes=spool_max_bytes)
+        self.spool = Spool(spool_dir or spool_dir_default(), run_id, max_bytes=spool_max_bytes)
         self._worker = Worker(
             transport or HttpTransport(url, token, timeout=timeout),
             self.spool,
@@ -114,7 +85,7 @@ class Run:
             flush_interval=flush_interval,
             max_backoff=max_backoff,
         )
-        _register_atexit(self)
+        closes_at_exit(self)
 
     # -- logging ---------------------------------------------------------------------------
     def log_step(
@@ -145,6 +116,12 @@ class Run:
         values: dict[str, Any] = {}
         buckets = None
         chosen = None
+        rollout_logprobs, metrics, problem = step_inputs(
+            step, rollout_logprobs, trainer_logprobs, metrics
+        )
+        if problem:
+            self._warn_loud("one_side", problem)
+            self._worker.dropped["one_side"] += 1
         if rollout_logprobs is not None and trainer_logprobs is not None:
             try:
                 from collectors._metrics import compute_step_metrics
@@ -159,12 +136,18 @@ class Run:
                 )
                 values.update(summary.metrics)
                 buckets = summary.buckets
-                chosen = self._decoded(summary.exemplars, token_ids, tokenizer, metric_kwargs)
+                chosen = self._decode(summary.exemplars, token_ids, tokenizer, metric_kwargs)
             except Exception as exc:
                 self._warn_once("compute", f"could not compute step metrics: {exc!r}")
                 self._worker.dropped["compute_error"] += 1
         if metrics:
             values.update(metrics)
+        if not values and not buckets and summary is None and not problem:
+            self._warn_loud(
+                "empty_step",
+                f"log_step(step={step}) was given nothing to store: pass rollout and trainer "
+                "logprobs, or metrics={...}",
+            )
         if values or buckets:
             self.log_metrics(
                 step,
@@ -177,7 +160,7 @@ class Run:
             )
         return summary
 
-    def _decoded(
+    def _decode(
         self, chosen: list[dict[str, Any]], token_ids: Any, tokenizer: Any, kw: dict[str, Any]
     ) -> list[dict[str, Any]]:
         """Exemplars with token text where a tokenizer is given; a decoding failure keeps the
@@ -217,6 +200,8 @@ class Run:
         `exemplars` are token exemplars in the wire shape (see collectors._exemplars), passed
         through with their logprobs made strict JSON."""
         try:
+            if self._ended is not None:
+                self._resume()
             if framework is not None or self._naming.metric_map:
                 metrics = self._naming(framework, metrics)
             record: dict[str, Any] = {
@@ -226,14 +211,14 @@ class Run:
                 "actor": actor or (self.actor if source == "trainer" else default_actor(source)),
                 "time": _now() if time is None else float(time),
                 "gpu": gpu or self._gpu,
-                "metrics": {str(k): _wire(_float(v)) for k, v in metrics.items()},
+                "metrics": {str(k): wire(to_float(v)) for k, v in metrics.items()},
             }
             if weight_version is not None:
                 record["weight_version"] = int(weight_version)
             if buckets:
                 record["buckets"] = buckets
             if exemplars:
-                record["exemplars"] = [_wire_exemplar(e) for e in exemplars]
+                record["exemplars"] = [wire_exemplar(e) for e in exemplars]
             return self._worker.submit("record", record)
         except Exception as exc:
             self._warn_once("log_metrics", f"could not log metrics: {exc!r}")
@@ -279,8 +264,26 @@ class Run:
         once (a WARNING naming the spool's directory and the number of steps)."""
         return self._worker.flush(timeout)
 
-    def close(self, timeout: float = 10.0) -> bool:
-        """`flush`, then stop the upload; the exit hook does this for every open run."""
+    def finish(self, timeout: float = 10.0, *, failed: bool = False) -> bool:
+        """Tell the server the run ended ("finished", or "failed"), then `flush`. A finished
+        run is never reported as stalled; logging again makes it running again (a resumed
+        job), so a trainer's end-of-training hook can call this and the process go on."""
+        with self._lock:
+            if self._ended is None or self._ended[0] != ("failed" if failed else "finished"):
+                self._ended = ("failed" if failed else "finished", _now())
+                self._worker.describe(self._run_upsert())
+        self._worker.submit("run", {})
+        return self.flush(timeout)
+
+    def close(self, timeout: float = 10.0, *, failed: bool = False) -> bool:
+        """`finish`, then stop the upload; the exit hook does this for every open run when
+        the process ends normally (an uncaught exception leaves the run open, so the server's
+        stalled rule tells that it died). True only when every step was stored."""
+        with self._lock:
+            if self._ended is None or failed:
+                self._ended = ("failed" if failed else "finished", _now())
+                self._worker.describe(self._run_upsert())
+        self._worker.submit("run", {})
         return self._worker.close(timeout)
 
     def stats(self) -> dict[str, Any]:
@@ -290,8 +293,11 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        failed = kind is not None and not issubclass(kind, KeyboardInterrupt)
+        if failed and kind is not None:
+            self.annotate(f"the run's block ended on {kind.__name__}", kind="exit")
+        self.close(failed=failed)
 
     # -- internals -------------------------------------------------------------------------
     def _run_upsert(self) -> dict[str, Any]:
@@ -310,7 +316,25 @@ class Run:
             upsert["tags"] = self._tags
         if self.kind:
             upsert["kind"] = self.kind
+        if self._ended is not None:
+            upsert["status"], upsert["ended_at"] = self._ended
         return upsert
+
+    def _resume(self) -> None:
+        """A run that finished logs again: it is running again from the next batch on."""
+        with self._lock:
+            if self._ended is None:
+                return
+            self._ended = None
+            upsert = self._run_upsert()
+            upsert["status"] = "running"
+            self._worker.describe(upsert)
+
+    def _warn_loud(self, key: str, message: str) -> None:
+        """Once per `key`, where the person at the trainer sees it (`collectors._say`)."""
+        if key not in self._warned:
+            self._warned.add(key)
+            say(log, message)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -320,27 +344,6 @@ class Run:
 
 def _now() -> float:
     return time.time()
-
-
-_LIVE: weakref.WeakSet[Run] = weakref.WeakSet()
-_ATEXIT_LOCK = threading.Lock()
-_ATEXIT_DONE = False
-
-
-def _register_atexit(run: Run) -> None:
-    global _ATEXIT_DONE
-    _LIVE.add(run)
-    with _ATEXIT_LOCK:
-        if not _ATEXIT_DONE:
-            atexit.register(_close_all)
-            _ATEXIT_DONE = True
-
-
-def _close_all() -> None:
-    runs = list(_LIVE)
-    deadline = time.monotonic() + ATEXIT_TIMEOUT
-    for run in runs:
-        run.close(timeout=max(0.1, deadline - time.monotonic()))
 
 
 def init(

@@ -34,7 +34,8 @@ def spool_file(name: str) -> tuple[str, int | None] | None:
 
 
 def read_batches(path: Path) -> list[dict[str, Any] | None]:
-    """The file's lines as batches, None for a line that is not one (a torn last line)."""
+    """The file's lines as batches, None for a line that is not one (a torn last line). A dead
+    letter (`collectors._dead`: the batch beside the server's refusal) reads as its batch."""
     batches: list[dict[str, Any] | None] = []
     with open(path, "rb") as handle:
         for raw in handle:
@@ -42,6 +43,8 @@ def read_batches(path: Path) -> list[dict[str, Any] | None]:
                 batch = json.loads(raw)
             except ValueError:
                 batch = None  # a torn last line from a crash: nothing to recover
+            if isinstance(batch, dict) and "refused" in batch and "batch" in batch:
+                batch = batch["batch"]
             batches.append(batch if isinstance(batch, dict) else None)
     return batches
 

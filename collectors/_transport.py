@@ -12,6 +12,9 @@
 - A server that does not speak this client's ingest format (a 400 naming both versions) is a
   permanent answer for this process: the worker logs it once, stops sending, and keeps every
   batch in the spool (counted as `incompatible`), to be replayed by an upgraded client or server.
+- A batch the server refuses for good (another 4xx) is kept as a dead letter with the server's
+  reason (`_dead`), said once per reason, and `flush`/`close` answer False while it is on disk.
+- Every batch names its run's project, so a run id used in several projects is never ambiguous.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from collectors._backoff import Backoff
+from collectors._dead import DeadLetters
 from collectors._fork import reset_in_forked_children
 from collectors._http import Answer, HttpTransport, Transport, classify
 from collectors._spool import LeftBehind, Spool
@@ -79,6 +83,7 @@ class Worker:
         self._closed = False
         self.incompatible = ""  # the server's message once it refused our ingest format
         self._left = LeftBehind(spool)
+        self.dead = DeadLetters(spool.directory, spool.run_key, str(run.get("id", "")))
         self._reset_after_fork()
         reset_in_forked_children(self._reset_after_fork)
 
@@ -122,7 +127,7 @@ class Worker:
                 self._left.clear()
             else:
                 self._left.report(final=False)
-            return drained
+            return drained and not self.dead.held()
         except Exception:
             log.debug("flush failed", exc_info=True)
             return False
@@ -150,7 +155,7 @@ class Worker:
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout=max(0.1, min(timeout, 2.0)))
             self._left.report(final=True)
-            return flushed and not leftovers
+            return flushed and not leftovers and not self.dead.held()
         except Exception:
             log.debug("close failed", exc_info=True)
             return False
@@ -164,6 +169,8 @@ class Worker:
             "spooled": self.counters["spooled"],
             "replayed": self.counters["replayed"],
             "rejected": self.counters["rejected"],
+            "dead_letter_steps": self.dead.held(),
+            "dead_letter_path": str(self.dead.path),
             "retries": self.counters["retries"],
             "incompatible": self.counters["incompatible"],
             "dropped": dict(self.dropped),
@@ -272,6 +279,7 @@ class Worker:
     def _batch(self, items: list[tuple[str, dict[str, Any]]], *, with_run: bool) -> dict[str, Any]:
         batch: dict[str, Any] = {
             "batch_id": uuid.uuid4().hex,
+            "project": self._run.get("project"),
             "records": [item for kind, item in items if kind == "record"],
             "annotations": [item for kind, item in items if kind == "annotation"],
         }
@@ -336,11 +344,12 @@ class Worker:
                     self._to_spool(batch, incompatible=True)
                 return False
             if answer.outcome in ("reject", "too_large", "unknown_run"):
+                # permanent: retrying would not change the answer; kept until the cause is fixed
                 self.counters["rejected"] += len(batch["records"])
-                log.warning(
-                    "the monitor server refused a batch (%s): %s", answer.status, answer.detail
-                )
-                return True  # permanent: retrying or spooling would not change the answer
+                batch.setdefault("run", self._run_upsert())  # a replay may meet a new server
+                if not self.dead.keep(batch, answer.status, answer.detail or answer.outcome):
+                    self.dropped["dead_letter_failed"] += len(batch["records"])
+                return True
             self.counters["retries"] += 1
             if self._stop.is_set():
                 break  # closing: what is not delivered now goes to the spool

@@ -108,4 +108,9 @@ class MismatchCallback(TrainerCallback):
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        self.run.flush()
+        """The training ended: the run is finished (a later `train()` makes it running again),
+        so the server's stalled rule never takes a clean end for a dead trainer."""
+        if state.is_world_process_zero:
+            self.run.finish()
+        else:
+            self.run.flush()

@@ -40,4 +40,5 @@ class MismatchBackend:
         log_verl_metrics(self.run, step, data)
 
     def finish(self, timeout: float = 10.0) -> None:
-        self.run.flush(timeout)
+        """verl's `Tracking` calls this when training ends: the run is finished."""
+        self.run.finish(timeout)

@@ -28,7 +28,7 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.access import Reader
-from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines
+from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines, runs_data
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
 from server.domain.reads.run_view import RunView
@@ -76,7 +76,8 @@ def layout(
         [
             html.H2(detail.name, id=ids.RUN_TITLE),
             html.Div(
-                f"{detail.id} · project {detail.project} · {detail.status} · last step "
+                f"{detail.id} · project {detail.project} · "
+                f"{runs_data.status_cell(detail.status, detail.ended_at)} · last step "
                 f"{_or_dash(detail.last_step)} · GPUs: {', '.join(detail.gpus) or 'unknown'}"
                 + (f" · {ROLLUPS_ONLY}" if detail.raw_dropped else ""),
                 id=ids.RUN_SUBTITLE,

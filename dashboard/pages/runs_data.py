@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from server.domain.names import RunSort
@@ -52,13 +53,21 @@ def row(summary: RunSummary) -> dict[str, Any]:
         "name": summary.name,
         "project": summary.project,
         "labels": ", ".join(f"{k}={v}" for k, v in sorted(summary.labels.items())),
-        "status": summary.status,
+        "status": status_cell(summary.status, summary.ended_at),
         "last_step": summary.last_step,
         "mismatch": mismatch_cell(summary.headline),
         "trend": LOADING,
         "gpus": ", ".join(summary.gpus),
         "alarms": summary.firing_alerts,
     }
+
+
+def status_cell(status: str, ended_at: float | None) -> str:
+    """How a run stands, with when it ended for a run that said so ("finished 11-28 14:03
+    UTC"): a run that simply finished reads as finished, not as quiet."""
+    if ended_at is None or status not in ("finished", "failed"):
+        return status
+    return f"{status} {datetime.fromtimestamp(ended_at, UTC).strftime('%m-%d %H:%M')} UTC"
 
 
 def mismatch_cell(headline: Headline | None) -> str:

@@ -16,10 +16,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from server.analysis.excursion import excursion
 from server.domain import parity, signals, urls
 from server.domain.alarms import Alert, ConfigDifference, Diagnosis, Rule
 from server.domain.reads.scope import ReadScope
 from server.services.attribution import AttributionService, cause_line
+from server.services.query import SeriesQueries
 from server.storage import references, runs, stored_steps
 from server.storage.db import Database
 
@@ -28,6 +30,7 @@ log = logging.getLogger("mismatch_monitor.alarms")
 LAG = "lag"
 SPAN = 50  # steps either side of the alert in the compare link
 CAUSE_WINDOW = 500  # steps up to the alert's that the likely cause is read from
+QUIET_MODES = ("normal_noise", "unknown")  # verdicts a short spike's window can leave
 GPU_KEY = "gpu"  # GPU types come from the records' device names when no config names them
 
 
@@ -54,10 +57,15 @@ class Diagnostician:
 
     def _likely_cause(self, alert: Alert) -> str:
         """The attribution's top hypothesis over the steps up to the alert's, in one line; ""
-        when it cannot be made (the diagnosis goes out without it)."""
+        when it cannot be made (the diagnosis goes out without it). Worked out from the steps
+        that fired the alert, whenever the message is made: where the alert's own value is far
+        beyond the run's history and the slow checks find nothing (a short spike), the spike
+        is named instead of a "normal noise" that its own figure contradicts."""
+        scope = ReadScope.of([alert.project])
         try:
-            found = AttributionService.over(self._db).attribution(
-                ReadScope.of([alert.project]),
+            service = AttributionService.over(self._db)
+            found = service.attribution(
+                scope,
                 alert.run_id,
                 step_min=max(alert.step - CAUSE_WINDOW, 0),
                 step_max=alert.step,
@@ -66,7 +74,32 @@ class Diagnostician:
         except Exception:
             log.exception("could not attribute alert %s", alert.id)
             return ""
-        return cause_line(found)
+        if found.top.mode not in QUIET_MODES:
+            return cause_line(found)
+        jump = self._excursion(scope, alert)
+        return cause_line(found) if jump is None else f"Likely cause: {jump}"
+
+    def _excursion(self, scope: ReadScope, alert: Alert) -> str | None:
+        """The alert's value against its own series over the steps before it, as a sentence
+        (`server.analysis.excursion`); None when it is within the run's range."""
+        try:
+            history = SeriesQueries(self._db).series(
+                scope,
+                alert.run_id,
+                alert.metric,
+                source=alert.source,
+                actor=alert.actor,
+                step_min=max(alert.step - CAUSE_WINDOW, 0),
+                step_max=max(alert.step - 1, 0),
+                max_points=CAUSE_WINDOW,
+            )
+        except Exception:
+            log.exception("could not read the history of alert %s", alert.id)
+            return None
+        values = [p.last for p in history.points if p.step < alert.step]
+        found = excursion(alert.value, alert.step, values)
+        signal = signals.BY_METRIC.get(alert.metric)
+        return None if found is None else found.sentence(signal.label if signal else alert.metric)
 
     def _diagnose(self, alert: Alert, metric: str) -> Diagnosis:
         with self._db.read() as conn:

@@ -33,11 +33,15 @@ from server.alarms.failures import error_key
 from server.alarms.state import advance, no_data
 from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import DEFAULT_NO_DATA_S, Fired, Rule, RunActivity, Subject
+from server.domain.names import ENDED
 from server.domain.records import StoredRecord
 from server.domain.rule_errors import RuleError
 
 Work = list[tuple[plans.Plan, list[StoredRecord]]]
 STALLED_HORIZON_S = 24 * 3600  # runs quiet for longer are old news, not stalled
+# A run that said it ended is never stalled; one that ended this recently is still looked at,
+# so that a stalled alert it raised before its end (a trainer hung, then exited) resolves.
+ENDED_WATCH_S = 600.0
 log = logging.getLogger("mismatch_monitor.alarms")
 
 
@@ -243,12 +247,15 @@ class Evaluator:
 
     def stalled(self, runs: Sequence[RunActivity], now: float) -> list[Fired]:
         """Runs that went quiet while live fire their project's stalled rule; a run that speaks
-        again resolves it."""
+        again, or says it ended, resolves it. A run that ended is never stalled."""
         with self.lock:
             fired = []
             for rule, run, key in self.stalled_watch(runs, now):
                 st = self.book.state(key)
                 if "error" in st:
+                    continue
+                ended = run.status in ENDED
+                if ended and st.get("status") != "firing":
                     continue
                 quiet = now - (run.last_seen or now)
                 step = run.last_step or 0
@@ -256,7 +263,7 @@ class Evaluator:
                     limit = float(rule.params.get("seconds", 300))
                     transition = advance(
                         st,
-                        quiet > limit,
+                        quiet > limit and not ended,
                         step=step,
                         value=quiet,
                         threshold=limit,
@@ -292,8 +299,7 @@ class Evaluator:
             for run in runs
             if run.project == rule.project
             and run.last_seen is not None
-            and run.status not in ("finished", "failed")
-            and now - run.last_seen <= STALLED_HORIZON_S
+            and now - run.last_seen <= (ENDED_WATCH_S if run.status in ENDED else STALLED_HORIZON_S)
         ]
 
     def no_data(self, now: float, keys: Iterable[StateKey] | None = None) -> list[Fired]:

@@ -52,7 +52,7 @@ class Messages:
             if notice.kind == "firing":
                 body = self._body("firing", notice)
                 due = now + self.grouping.wait_s  # follow-ups may still join it
-                messages += _each(receivers, f"msg_{inc}_opened", body, now, due)
+                messages += _each(receivers, f"msg_{inc}_opened", body, now, due, inc)
             elif notice.kind == "followup":
                 opening = self._body("firing", notice)
                 escalation = self._body("escalated", notice) if notice.escalates else None
@@ -70,15 +70,17 @@ class Messages:
                             fallback=None
                             if escalation is None
                             else _rendered(receiver, escalation),
+                            thread=inc,
                         )
                     )
             elif notice.kind in ("resolved", "no_data"):
                 body = self._body(notice.kind, notice)
                 due = max(now, notice.headline.started_at + self.grouping.wait_s)
-                messages += _each(receivers, f"msg_{inc}_ended", body, now, due)
+                messages += _each(receivers, f"msg_{inc}_ended", body, now, due, inc)
             else:
                 body = self._body("repeat", notice)
-                messages += _each(receivers, f"msg_{inc}_repeat_{int(now)}", body, now, now)
+                name = f"msg_{inc}_repeat_{int(now)}"
+                messages += _each(receivers, name, body, now, now, inc)
         return messages, revisions
 
     def _body(
@@ -114,8 +116,9 @@ def _each(
     body: tuple[dict[str, Any], tuple[tuple[str, str], ...]],
     now: float,
     due: float,
+    thread: str,
 ) -> list[OutboxMessage]:
-    """One message per receiver, in its format."""
+    """One message per receiver, in its format, in the incident's `thread`."""
     return [
         OutboxMessage(
             id=f"{name}_{receiver.id}",
@@ -123,6 +126,7 @@ def _each(
             body=_rendered(receiver, body),
             created_at=now,
             not_before=due,
+            thread=thread,
         )
         for receiver in receivers
     ]

@@ -4,8 +4,9 @@ The collectors send `X-Mismatch-Wire: <n>` (the ingest format) and
 `X-Mismatch-Client: mismatch-collectors/<version>`. A client whose format this server does not
 speak is refused with a 400 that names both versions and the package to upgrade, before its body
 is read: storing part of what a newer client means, or guessing at an older one, would lose data
-without anyone noticing. A request without the header is accepted as format 1: `curl`, scripts
-and collectors released before the header existed all send format 1.
+without anyone noticing. A request without the header is accepted: `curl`, scripts and
+collectors released before the header existed all send format 1, which format 2 extends (a
+batch may name its `project`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from collectors._version import CLIENT_HEADER, DISTRIBUTION, WIRE_HEADER, WIRE_VERSION, __version__
 from server.errors import WireVersion
 
-SPOKEN: tuple[int, ...] = (WIRE_VERSION,)
+SPOKEN: tuple[int, ...] = (1, WIRE_VERSION)
 
 # The headers in the OpenAPI document, so that the contract the collectors follow names them.
 CLIENT_PARAMETERS: list[dict[str, Any]] = [

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from collectors._dead import DIRECTORY as DEAD_LETTERS
 from collectors._http import Answer, HttpTransport
 from collectors._spool import read_batches, spool_file
 from server.cli.common import DEFAULT_URL, UrlOpt, fail
@@ -118,9 +119,14 @@ def _replay_file(transport: HttpTransport, path: Path, tally: Tally) -> None:
 
 
 def replay_directory(directory: Path, transport: HttpTransport, tally: Tally) -> None:
-    """Replay every spool file of `directory`, counting into `tally`; Refused stops at the
-    first batch the server does not take."""
-    for path in sorted(directory.iterdir()):
+    """Replay every spool file of `directory`, then its dead letters (batches the server
+    refused for good, kept once the cause is fixed), counting into `tally`; Refused stops at
+    the first batch the server does not take."""
+    dead = directory / DEAD_LETTERS
+    paths = sorted(directory.iterdir())
+    if dead.is_dir():
+        paths += sorted(dead.iterdir())
+    for path in paths:
         if path.is_file() and spool_file(path.name) is not None:
             try:
                 _replay_file(transport, path, tally)
@@ -138,8 +144,10 @@ def replay(
     timeout: Annotated[float, typer.Option(help="Seconds per request")] = 30.0,
 ) -> None:
     """Send the batches the collectors spooled in DIRECTORY to the server, once: every file is
-    removed when the server took all of it, so a second replay sends nothing. Replay a copy no
-    collector still writes to (a node that is gone, a job that ended)."""
+    removed when the server took all of it, so a second replay sends nothing. The dead letters
+    (DIRECTORY/dead-letters: batches the server refused, kept with its reason) are sent after
+    the spool. Replay a copy no collector still writes to (a node that is gone, a job that
+    ended), or the directory of a job that ended."""
     if not directory.is_dir():
         fail(f"{directory} is not a directory")
     tally = Tally()

@@ -22,6 +22,8 @@ Basis = Literal["rollout", "trainer"]
 RunState = Literal["running", "finished", "failed"]
 """What a client says of its run. The API adds "live" and "idle" from the run's activity."""
 RunStatus = Literal["live", "idle", "finished", "failed"]
+ENDED: tuple[RunState, ...] = ("finished", "failed")
+"""The states of a run that said it ended: never stalled; logging again makes it running."""
 
 RunSort = Literal["activity", "created", "name", "k3", "alarms"]
 RUN_SORTS: tuple[RunSort, ...] = ("activity", "created", "name", "k3", "alarms")

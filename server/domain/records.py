@@ -78,6 +78,8 @@ class RunUpsert:
     config: Mapping[str, Any] | None = None
     status: str | None = None
     kind: str | None = None
+    ended_at: float | None = None
+    """When a run given an ended status ended (the server's clock when not given)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +99,14 @@ class Annotation:
 @dataclass(frozen=True, slots=True)
 class Batch:
     """One client batch as it arrived: what the ingest service takes. Which project it may write
-    is the caller's right, not the batch's: the service adds it (`BatchWrite`)."""
+    is the caller's right, not the batch's: the service adds it (`BatchWrite`). `project` is the
+    project the batch says its runs belong to (ingest format 2 sends it with every batch), so a
+    run id used in several projects is never a guess."""
 
     run: RunUpsert | None
     records: Sequence[Record]
     annotations: Sequence[Annotation] = ()
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

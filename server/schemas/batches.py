@@ -44,6 +44,7 @@ def to_batch(batch: IngestIn | IngestWire) -> Batch:
         run=to_run(batch.run) if batch.run is not None else None,
         records=records,
         annotations=[_annotation(a) for a in batch.annotations],
+        project=batch.project,
     )
 
 
@@ -61,6 +62,7 @@ def to_run(run: RunIn) -> RunUpsert:
         config=run.config,
         status=run.status,
         kind=run.kind,
+        ended_at=run.ended_at,
     )
 
 

@@ -79,7 +79,14 @@ class RunIn(_Strict):
     tags: list[Annotated[str, Field(max_length=100)]] | None = Field(default=None, max_length=64)
     labels: dict[str, Annotated[str, Field(max_length=200)]] | None = None
     config: dict[str, Any] | None = None
-    status: RunState | None = None
+    status: RunState | None = Field(
+        default=None,
+        description="'finished' or 'failed' when the run ended (the collectors' close() sends "
+        "'finished'); a finished run that logs again is 'running' again",
+    )
+    ended_at: EpochSeconds | None = Field(
+        default=None, description="When the run ended; the server's time when left out"
+    )
     kind: RunKind | None = Field(
         default=None,
         description="'training' (the default on creation) or 'parity': a parity report, whose "
@@ -194,6 +201,12 @@ class IngestIn(_Strict):
     """One batch. All-or-nothing: either every record is stored or none is."""
 
     batch_id: str | None = Field(default=None, max_length=128, description="For logs and tracing")
+    project: str | None = Field(
+        default=None,
+        pattern=NAME_PATTERN,
+        description="The project of every run the batch names (ingest format 2 sends it with "
+        "every batch): a run id used in several projects is then never ambiguous",
+    )
     run: RunIn | None = None
     records: list[RecordIn] = Field(default_factory=list, max_length=100_000)
     annotations: list[AnnotationIn] = Field(default_factory=list, max_length=10_000)
@@ -236,6 +249,7 @@ class RecordWire(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 class _BatchWire(msgspec.Struct, forbid_unknown_fields=True):
     batch_id: str | None = None
+    project: str | None = None
     run: msgspec.Raw = msgspec.Raw()
     records: list[msgspec.Raw] = []  # decoded one at a time (see above)
     annotations: msgspec.Raw = msgspec.Raw()
@@ -254,6 +268,7 @@ class IngestWire:
     buckets: dict[int, list[BucketTableIn]]
     exemplars: dict[int, list[ExemplarIn]]
     annotations: list[AnnotationIn]
+    project: str | None = None
 
 
 class WireRefused(Exception):
@@ -291,6 +306,8 @@ def decode_wire(body: bytes | bytearray) -> IngestWire:
         wire = _DECODER.decode(body)
         if wire.batch_id is not None and len(wire.batch_id) > 128:
             raise WireRefused("batch_id")
+        if wire.project is not None and _NAME.match(wire.project) is None:
+            raise WireRefused("project")
         if len(wire.records) > 100_000:
             raise WireRefused("records")
         run = _RUN.validate_json(bytes(wire.run)) if wire.run else None
@@ -298,7 +315,7 @@ def decode_wire(body: bytes | bytearray) -> IngestWire:
             _ANNOTATIONS.validate_json(bytes(wire.annotations)) if wire.annotations else []
         )
         wire.run = wire.annotations = msgspec.Raw()
-        parsed = IngestWire(run, [], [], {}, {}, annotations)
+        parsed = IngestWire(run, [], [], {}, {}, annotations, wire.project)
         raws, wire.records = wire.records, []
         _check_records(raws, parsed)
     except (msgspec.ValidationError, msgspec.DecodeError, ValidationError) as exc:

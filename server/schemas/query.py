@@ -64,6 +64,11 @@ class RunSummaryOut(Out):
     kind: RunKind = Field(
         default=DEFAULT_RUN_KIND, description="training, or parity (a `mismatch parity` report)"
     )
+    ended_at: float | None = Field(
+        default=None,
+        description="When a finished or failed run said it ended (the collectors' close(), a "
+        "framework's end of training, an import); none while it runs",
+    )
 
 
 class RunPageOut(Out):

@@ -15,7 +15,7 @@ from typing import Protocol
 from server.auth import Principal
 from server.domain.names import DEFAULT_PROJECT
 from server.domain.records import Batch, BatchWrite, WriteResult
-from server.errors import Forbidden
+from server.errors import Forbidden, Rejected
 from server.storage.commits import committer
 from server.storage.db import Database
 
@@ -33,22 +33,32 @@ class IngestService:
 
     def ingest(self, batch: Batch, principal: Principal) -> WriteResult:
         """Store `batch` with `principal`'s rights: a project's token writes its own project
-        only, and a run the batch creates lands there."""
+        only, and a run the batch creates lands there. A batch that names its project (ingest
+        format 2) writes only runs of that project, so a run id other projects also use is
+        never ambiguous."""
         project: str | None = None
         if not principal.is_server_admin:
             if principal.scope not in ("ingest", "admin"):
                 raise Forbidden(f"this token has scope {principal.scope!r}; ingest needs 'ingest'")
             assert principal.project is not None
             project = principal.project
-            if batch.run is not None and batch.run.project not in (None, project):
-                raise Forbidden(f"this token writes project {project!r}, not {batch.run.project!r}")
+            for named in (batch.project, batch.run.project if batch.run else None):
+                if named not in (None, project):
+                    raise Forbidden(f"this token writes project {project!r}, not {named!r}")
+        claimed = batch.project
+        if batch.run is not None and batch.run.project not in (None, claimed) and claimed:
+            raise Rejected(
+                f"the batch names project {claimed!r} but its run names {batch.run.project!r}: "
+                "send one project for both (the run's project is the batch's)"
+            )
+        scope = project or claimed
         result = self._committer.commit(
             BatchWrite(
                 batch.run,
                 batch.records,
                 batch.annotations,
-                default_project=project or DEFAULT_PROJECT,
-                project=project,
+                default_project=scope or DEFAULT_PROJECT,
+                project=scope,
             )
         )
         for listener in self.listeners:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from server.analysis.hardware import gpu_segments
 from server.domain import signals
 from server.domain.metrics import LATEST
-from server.domain.names import ExemplarKind, RunKind, RunStatus
+from server.domain.names import ENDED, ExemplarKind, RunKind, RunStatus
 from server.domain.reads.runs import (
     Actor,
     Annotation,
@@ -223,12 +223,13 @@ class RunQueries:
                 firing_alerts=firing.get((row.project, row.id), 0),
                 raw_dropped=row.raw_dropped_at is not None,
                 kind=row.kind,
+                ended_at=row.ended_at if row.status in ENDED else None,
             )
             for row in rows
         ]
 
     def _status(self, row: Any, now: float) -> RunStatus:
-        if row.status in ("finished", "failed"):
+        if row.status in ENDED:
             return row.status  # type: ignore[no-any-return]
         recent = row.last_seen is not None and now - row.last_seen <= self._live_window_s
         return "live" if recent and row.last_step is not None else "idle"

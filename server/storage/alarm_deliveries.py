@@ -68,6 +68,26 @@ def _due(now: float) -> sa.ColumnElement[bool]:
         _d.body.is_not(None),
         _d.next_attempt_at <= now,
         sa.or_(_d.lease_until.is_(None), _d.lease_until < now),
+        ~_earlier_open(),
+    )
+
+
+def _earlier_open() -> sa.ColumnElement[bool]:
+    """An earlier message of the same thread (incident) to the same receiver is still on its
+    way: this one waits for it, so a receiver never hears a resolve before its firing."""
+    earlier = t.deliveries.alias("earlier")
+    e = earlier.c
+    return (
+        sa.select(e.message_id)
+        .where(
+            e.thread == _d.thread,
+            e.receiver_id == _d.receiver_id,
+            e.seq < _d.seq,
+            e.delivered_at.is_(None),
+            e.gave_up_at.is_(None),
+            e.source_id.is_not(None),
+        )
+        .exists()
     )
 
 
@@ -88,10 +108,19 @@ def take_in(conn: Connection) -> int:
     new = _new()
     made = sa.case((_o.body.startswith(DRAFT_PREFIX, autoescape=True), None), else_=_o.body)
     messages = sa.select(
-        _o.id, _o.receiver_id, _o.id, made, _o.created_at, sa.literal(0), _o.not_before
+        _o.id,
+        _o.receiver_id,
+        _o.id,
+        made,
+        _o.created_at,
+        sa.literal(0),
+        _o.not_before,
+        _o.thread,
+        _o.seq,
     ).where(_o.revises.is_(None), new)
     columns = ["message_id", "receiver_id", "source_id", "body", "created_at", "attempts"]
-    insert = pg_insert(t.deliveries).from_select([*columns, "next_attempt_at"], messages)
+    columns += ["next_attempt_at", "thread", "seq"]
+    insert = pg_insert(t.deliveries).from_select(columns, messages)
     returned = insert.on_conflict_do_nothing().returning(_d.message_id)
     taken = len(conn.execute(returned).all())
     revised, target = t.outbox.alias("revised"), t.deliveries.alias("target")
@@ -125,6 +154,8 @@ def _take_revision(conn: Connection, row: Any) -> None:
         "created_at": row.created_at,
         "attempts": 0,
         "next_attempt_at": row.created_at,
+        "thread": row.thread,
+        "seq": row.seq,
     }
     if folded:
         values.update(folded_into=row.revises)
@@ -167,12 +198,12 @@ def any_due(conn: Connection, now: float) -> bool:
 def claim_due(conn: Connection, now: float, *, lease_s: float, limit: int = 50) -> list[Claimed]:
     """Due messages leased to the caller for `lease_s`, oldest first. What is leased is read
     back from the rows as written, so a revision folded in just before goes out with it."""
-    due = sa.select(_d.message_id).where(_due(now)).order_by(_d.created_at).limit(limit)
+    due = sa.select(_d.message_id).where(_due(now)).order_by(_d.created_at, _d.seq).limit(limit)
     leased = conn.execute(
         sa.update(t.deliveries)
         .where(_d.message_id.in_(due.scalar_subquery()), _due(now))
         .values(lease_until=now + lease_s)
-        .returning(_d.message_id, _d.receiver_id, _d.body, _d.attempts, _d.created_at)
+        .returning(_d.message_id, _d.receiver_id, _d.body, _d.attempts, _d.created_at, _d.seq)
     ).all()
     if not leased:
         return []
@@ -182,13 +213,14 @@ def claim_due(conn: Connection, now: float, *, lease_s: float, limit: int = 50) 
         )
     )
     receivers = {r.id: (r.url, r.secret) for r in found}
+    order = {r.message_id: (r.created_at, r.seq if r.seq is not None else 0) for r in leased}
     claimed = [
         Claimed(
             r.message_id, r.body, r.attempts, r.created_at, *receivers.get(r.receiver_id, _GONE)
         )
         for r in leased
     ]
-    return sorted(claimed, key=lambda c: (c.created_at, c.message_id))
+    return sorted(claimed, key=lambda c: (*order[c.message_id], c.message_id))
 
 
 def finish(conn: Connection, message_id: str, changes: Mapping[str, Any]) -> None:

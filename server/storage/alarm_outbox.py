@@ -37,6 +37,8 @@ class OutboxMessage:
     body: str
     created_at: float
     not_before: float
+    thread: str | None = None
+    """The incident it tells of: a thread's messages reach a receiver in the order written."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Revision:
     body: str
     created_at: float
     fallback: str | None = None
+    thread: str | None = None
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,8 @@ def write_batches(
             pk = batch_refs[m.run_id].pk
             last_steps[pk] = max(m.step, last_steps[pk] or -1)
     runs.touch(conn, last_steps, now)
+    logged = [{m.run_id for m in part.values()} for part in merged]
+    runs.reopen_logging(conn, [b.run for b in batches], logged, refs)
     return results
 
 
@@ -168,8 +170,9 @@ def _ambiguous(run_id: str, found: list[runs.RunRef]) -> Conflict:
     """Only a caller that may write every project gets here, so naming them leaks nothing."""
     projects = ", ".join(sorted(r.project for r in found))
     return Conflict(
-        f"run id {run_id!r} is used in projects {projects}: name the project in the batch's "
-        '`run` object ({"run": {"id": ..., "project": ...}}) or use a token of that project'
+        f"run id {run_id!r} is used in projects {projects}: name the project in the batch "
+        '({"project": ..., "records": [...]}, as mismatch-collectors 0.1 and later do with '
+        "every batch), or in its `run` object, or use a token of that project"
     )
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from server.domain import sampler
-from server.domain.names import DEFAULT_RUN_KIND
+from server.domain.names import DEFAULT_RUN_KIND, ENDED
 from server.domain.records import RunUpsert
 from server.storage import sql
 from server.storage import tables as t
@@ -36,6 +36,7 @@ RUN_COLUMNS = (
     t.runs.c.last_step,
     t.runs.c.raw_dropped_at,
     t.runs.c.kind,
+    t.runs.c.ended_at,
 )
 """What a run summary needs; the config (often the largest column) is read only on demand."""
 
@@ -49,6 +50,11 @@ class RunRef:
     project: str
     labels: Mapping[str, str]
     created: bool = False
+    status: str = "running"
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
 
 
 # -- writes --------------------------------------------------------------------------------------
@@ -59,11 +65,13 @@ def load(conn: Connection, run_ids: Iterable[str]) -> dict[str, list[RunRef]]:
         return {}
     r = t.runs.c
     rows = conn.execute(
-        sa.select(r.pk, r.id, r.project, r.labels).where(r.id.in_(ids)).order_by(r.project)
+        sa.select(r.pk, r.id, r.project, r.labels, r.status)
+        .where(r.id.in_(ids))
+        .order_by(r.project)
     ).all()
     found: dict[str, list[RunRef]] = {}
     for row in rows:
-        ref = RunRef(row.pk, row.id, row.project, json.loads(row.labels))
+        ref = RunRef(row.pk, row.id, row.project, json.loads(row.labels), status=row.status)
         found.setdefault(row.id, []).append(ref)
     return found
 
@@ -81,6 +89,7 @@ def upsert(
         updates["tags"] = json.dumps(list(run.tags))
     if run.status is not None:
         updates["status"] = run.status
+        updates["ended_at"] = _ended_at(run, now)
     if run.kind is not None:
         updates["kind"] = run.kind
     derived = sampler.derived_of(existing.labels)
@@ -98,7 +107,53 @@ def upsert(
         updates["labels"] = json.dumps(labels)
     if updates:
         conn.execute(sa.update(t.runs).where(t.runs.c.pk == existing.pk).values(**updates))
-    return RunRef(existing.pk, existing.id, existing.project, labels)
+    status = run.status or existing.status
+    return RunRef(existing.pk, existing.id, existing.project, labels, status=status)
+
+
+def _ended_at(run: RunUpsert, now: float) -> float | None:
+    if run.status not in ENDED:
+        return None
+    return run.ended_at if run.ended_at is not None else now
+
+
+def reopen_logging(
+    conn: Connection,
+    upserts: Sequence[RunUpsert | None],
+    logged: Sequence[set[str]],
+    refs: Sequence[Mapping[str, RunRef]],
+) -> None:
+    """A run that said it ended and logs steps again is running again, unless the batch says
+    how it stands itself (an import stores a finished run's steps with its end). Per batch of
+    a group, in order: its run upsert, the run ids it logged steps for, its runs; steps sent
+    before a run's end leave it ended."""
+    ended: dict[int, bool] = {}  # run pk → ended, as the batches so far leave it
+    reopened: set[int] = set()
+    for run, run_ids, batch_refs in zip(upserts, logged, refs, strict=True):
+        said = run.id if run is not None and run.status is not None else None
+        if said is not None:
+            pk = batch_refs[said].pk
+            ended[pk] = batch_refs[said].ended
+            reopened.discard(pk)
+        for run_id in run_ids - {said}:
+            ref = batch_refs[run_id]
+            if ended.get(ref.pk, ref.ended):
+                ended[ref.pk] = False
+                reopened.add(ref.pk)
+    if reopened:
+        reopen(conn, reopened)
+
+
+def reopen(conn: Connection, pks: Iterable[int]) -> None:
+    """Runs that said they ended and log steps again are running again (a resumed job)."""
+    wanted = sorted(set(pks))
+    if wanted:
+        r = t.runs.c
+        conn.execute(
+            sa.update(t.runs)
+            .where(r.pk.in_(wanted), r.status.in_(ENDED))
+            .values(status="running", ended_at=None)
+        )
 
 
 def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRef:
@@ -112,6 +167,7 @@ def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRe
         ),
         "config": dumps(run.config or {}),
         "status": run.status or "running",
+        "ended_at": _ended_at(run, now),
         "kind": run.kind or DEFAULT_RUN_KIND,
         "created_at": now,
         "last_seen": now,
@@ -126,7 +182,14 @@ def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRe
     row = conn.execute(
         sa.select(r.pk, r.labels).where(r.project == project, r.id == run.id)
     ).one()  # a concurrent writer may have created it first: then this is its row
-    return RunRef(row.pk, run.id, project, json.loads(row.labels), created=created is not None)
+    return RunRef(
+        row.pk,
+        run.id,
+        project,
+        json.loads(row.labels),
+        created=created is not None,
+        status=run.status or "running",
+    )
 
 
 def dumps(document: Any) -> str:

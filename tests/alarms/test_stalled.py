@@ -38,7 +38,26 @@ def test_stalled_fires_once_and_resolves(migrated_db: Database) -> None:
     assert _stalled(first) == []
     first.check_stalled([_run(now - 400)], now=now + 1)
     other.check_stalled([_run(now - 400)], now=now + 3)
-    first.check_stalled([_run(now - 400, status="finished")], now=now + 5)
     assert _stalled(first) == [(7, "firing", True)]
     other.check_stalled([_run(now + 6)], now=now + 7)
     assert _stalled(first) == [(7, "resolved", True)]
+
+
+def test_a_run_that_says_it_ended_is_never_stalled(migrated_db: Database) -> None:
+    service = AlarmService(AlarmStore(migrated_db), base_url="http://monitor")
+    service.ensure_defaults("p")
+    now = time.time()
+    for status in ("finished", "failed"):
+        service.check_stalled([_run(now - 400, status=status)], now=now)
+    assert _stalled(service) == []
+
+
+def test_a_stalled_run_that_then_ends_resolves_its_alert(migrated_db: Database) -> None:
+    service = AlarmService(AlarmStore(migrated_db), base_url="http://monitor")
+    service.ensure_defaults("p")
+    now = time.time()
+    service.check_stalled([_run(now - 400)], now=now)
+    assert _stalled(service) == [(7, "firing", True)]
+    # the hung trainer finally closed its run: its end touched the run a moment ago
+    service.check_stalled([_run(now + 1, status="finished")], now=now + 2)
+    assert [state for _, state, _ in _stalled(service)] == ["resolved"]

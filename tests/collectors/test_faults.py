@@ -123,8 +123,8 @@ def child_script(url: str, spool: Path, run_id: str, steps: int, exit_bound: flo
     return textwrap.dedent(
         f"""
         import collectors
-        import collectors._run
-        collectors._run.ATEXIT_TIMEOUT = {exit_bound!r}
+        import collectors._exit
+        collectors._exit.ATEXIT_TIMEOUT = {exit_bound!r}
         run = collectors.init(url={url!r}, run_id={run_id!r}, spool_dir={str(spool)!r},
                               flush_interval=0.5, timeout=1.0)
         for step in range({steps}):

@@ -102,14 +102,16 @@ def test_retry_after_longer_than_the_cap_waits_the_cap(tmp_path: Path) -> None:
     worker.close()
 
 
-def test_permanent_refusal_is_counted_not_retried(tmp_path: Path) -> None:
+def test_permanent_refusal_is_kept_as_a_dead_letter_not_retried(tmp_path: Path) -> None:
     transport = FakeTransport([Answer("reject", 422, None, "records.0.step: bad")])
     run = make_run(tmp_path, transport)
     run.log_metrics(1, {"x": 1.0})
-    assert run.flush(10)
-    assert len(transport.batches) == 1
-    assert run.stats()["rejected"] == 1
-    assert not run.spool.pending()
+    assert not run.flush(10)  # never "all sent" while a refused step is on disk
+    assert len(transport.batches) == 1  # not retried: the answer would not change
+    stats = run.stats()
+    assert stats["rejected"] == 1
+    assert stats["dead_letter_steps"] == 1
+    assert not run.spool.pending()  # a dead letter is not replayed by the collectors
     run.close()
 
 

@@ -42,13 +42,15 @@ def test_formats_the_server_speaks_and_a_missing_header_are_accepted(server: Any
     assert _post(server, {}).status_code == 200
     current = {WIRE_HEADER: str(WIRE_VERSION), CLIENT_HEADER: f"mismatch-collectors/{__version__}"}
     assert _post(server, current).status_code == 200
+    first = {WIRE_HEADER: "1", CLIENT_HEADER: "mismatch-collectors/0.0.9"}
+    assert _post(server, first).status_code == 200  # format 2 extends format 1
 
 
 @pytest.mark.parametrize(
     ("wire", "says"),
     [
         (str(WIRE_VERSION + 1), "newer than this server"),
-        (str(WIRE_VERSION - 1), "too old"),
+        ("0", "too old"),
         ("one", "must be a whole number"),
     ],
 )
@@ -58,10 +60,10 @@ def test_another_format_is_refused_naming_both_versions(server: Any, wire: str, 
     answer = response.json()
     assert says in answer["detail"]
     assert f"mismatch-monitor {__version__}" in answer["detail"]
-    assert f"ingest format {WIRE_VERSION}" in answer["detail"]
+    assert f"speaks ingest format 1, {WIRE_VERSION}" in answer["detail"]
     assert "mismatch-collectors" in answer["detail"]  # what to upgrade or install
     assert answer["info"]["reason"] == "wire_version"
-    assert answer["info"]["server_wires"] == [WIRE_VERSION]
+    assert answer["info"]["server_wires"] == [1, WIRE_VERSION]
     # nothing of the refused batch was stored
     assert server.get("/api/v1/runs/w1").status_code == 404
 

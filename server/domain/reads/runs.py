@@ -42,6 +42,8 @@ class RunSummary:
     firing_alerts: int
     raw_dropped: bool
     kind: RunKind
+    ended_at: float | None
+    """When a finished or failed run said it ended; None while it runs."""
 
 
 @dataclass(frozen=True)
