@@ -75,7 +75,9 @@ class Run:
         self._ended: tuple[str, float] | None = None  # (status, time) once finished or failed
         self._naming = Naming(metric_map or {}, self.update_config, self._warn_once)
         self._config.update(self._naming.config())
-        self.spool = Spool(spool_dir or spool_dir_default(), run_id, max_bytes=spool_max_bytes)
+        self.spool = Spool(
+            spool_dir or spool_dir_default(), run_id, max_bytes=spool_max_bytes, project=project
+        )
         self._worker = Worker(
             transport or HttpTransport(url, token, timeout=timeout),
             self.spool,
@@ -265,9 +267,8 @@ class Run:
         return self._worker.flush(timeout)
 
     def finish(self, timeout: float = 10.0, *, failed: bool = False) -> bool:
-        """Tell the server the run ended ("finished", or "failed"), then `flush`. A finished
-        run is never reported as stalled; logging again makes it running again (a resumed
-        job), so a trainer's end-of-training hook can call this and the process go on."""
+        """Tell the server the run ended ("finished", or "failed"), then `flush`: never stalled,
+        and running again once it logs again (an end-of-training hook's call)."""
         with self._lock:
             if self._ended is None or self._ended[0] != ("failed" if failed else "finished"):
                 self._ended = ("failed" if failed else "finished", _now())

@@ -62,9 +62,14 @@ def _pid_alive(pid: int) -> bool:
 
 
 class Spool:
-    def __init__(self, directory: str | Path, run_id: str, *, max_bytes: int) -> None:
+    def __init__(
+        self, directory: str | Path, run_id: str, *, max_bytes: int, project: str | None = None
+    ) -> None:
+        """`project`: a run id is per project, so runs of one id in two projects (on one
+        machine, one spool directory) keep files of their own, each replayed by its own run."""
         self.directory = Path(directory)
-        self.run_key = _SAFE.sub("_", run_id)[:120]
+        key = run_id if project in (None, "default") else f"{project}--{run_id}"
+        self.run_key = _SAFE.sub("_", key)[:120]
         self.max_bytes = max_bytes
         self._lock = threading.Lock()  # appends, and every rename or removal of a spool file
         self._counted: dict[str, tuple[int, int, int]] = {}  # name → (inode, offset, records)
