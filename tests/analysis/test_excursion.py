@@ -19,7 +19,7 @@ def test_a_thousandfold_spike_is_an_excursion_with_its_factor() -> None:
     assert found is not None
     # the reference tail, computed another way: sorted values, nearest-rank-ish 99th percentile
     ordered = sorted(history)
-    tail = ordered[int(round(0.99 * (len(ordered) - 1)))]
+    tail = ordered[round(0.99 * (len(ordered) - 1))]
     assert math.isclose(found.baseline, tail, rel_tol=0.01)
     assert math.isclose(found.factor, 1.0 / tail, rel_tol=0.01)
     sentence = found.sentence("k3")
