@@ -33,6 +33,9 @@ its own:
   others from a healthy run; they are listed apart, with whether they were alerted anyway).
   Missed runs are listed with their drawn levels.
 
+Each rendering's runs also end, cleanly through the real collectors or killed, under the pack's
+stalled rule (`benchmarks/run_ends.py`): no alert on a clean end, every killed run raised.
+
 Each rendering also says where its signals sit on their family's scale (healthy quantiles, the
 smallest per-run median of each mismatch scenario): the numbers a threshold or a conversion
 factor would be moved by. Targets, for every rendering: at most 0.5 warning and no critical
@@ -65,6 +68,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import run_ends  # noqa: E402
 from benchmarks.alarm_corpus import (  # noqa: E402
     SCALES,
     Trace,
@@ -605,10 +609,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     say(f"machine: {machine()}")
     started = time.perf_counter()
     renderings = evaluate(chosen, args.scale, pack, args.renderings)
+    ended = run_ends.evaluate(chosen, args.scale, pack, args.renderings)
     held_out = not set(chosen) & set(TUNING_SEEDS)
     figures: dict[str, Any] = {
         "renderings": renderings,
-        "pass": all(f["pass"] for f in renderings.values()),
+        "run_ends": ended,
+        "pass": all(f["pass"] for f in [*renderings.values(), *ended.values()]),
         "seeds": chosen,
         "held_out": held_out,
         "tuning_seeds": list(TUNING_SEEDS),
@@ -620,6 +626,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     say(f"seeds {chosen} ({'held out' if held_out else 'INCLUDING tuning seeds'}), "
         f"scale {args.scale}, {figures['elapsed_s']} s")  # fmt: skip
     for line in table(renderings):
+        say(line)
+    for line in run_ends.table(ended):
         say(line)
     for name, f in renderings.items():
         for line in _details(name, f):
