@@ -237,6 +237,18 @@ def headline(present: Container[str]) -> Signal | None:
     return strongest(VLLM_KL, present) or strongest(RATIO, present)
 
 
+HOW_TO_LOG = (
+    "log one with the collectors (TrainerCollector writes k3_kl), or store the trainer's own "
+    "name as a signal on import: --map NAME=k3_kl (or k1_kl, abs_logp_diff_mean, ratio_mean)"
+)
+"""How a run comes to have a mismatch signal: said wherever a view lacks one."""
+
+
+def no_signal(subject: str = "This run") -> str:
+    """The sentence a view says in place of a finding when `subject` logs no mismatch signal."""
+    return f"{subject} logs no mismatch signal, so there is nothing to read: {HOW_TO_LOG}."
+
+
 def describe(metric: str) -> str:
     """A signal's name and meaning in words, for alert bodies and chart titles; a metric that
     is no signal is named as it is."""

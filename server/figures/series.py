@@ -18,6 +18,7 @@ import plotly.io as pio
 from server.domain.reads.runs import GpuSegment
 from server.domain.series import bucket_value, has_nonfinite
 from server.figures.analysis import ema, running_mean
+from server.figures.gaps import is_gap, log_axis, with_gaps
 from server.figures.legend import LEGEND_ON_TOP
 from server.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
 from server.figures.palette import NONFINITE, color, faint
@@ -110,7 +111,10 @@ def add_series(
 ) -> None:
     """One run's curve: min/max band where buckets hold several steps, the (smoothed) line with
     the original faint underneath, and ✕ markers where a bucket holds NaN or ±Inf. On a log
-    axis (`log_y`), values ≤ 0 leave a gap and get a marker at the axis floor instead."""
+    axis (`log_y`), values ≤ 0 leave a gap and get a marker at the axis floor instead. On a
+    step or time axis the line breaks where the steps jump over a gap (`gaps.with_gaps`)."""
+    if x_axis != "aligned":
+        points = with_gaps(points)
     c = line_color or color(index)
     label = safe(name)
     xs, ys = _x(points, x_axis), _y(points)
@@ -135,6 +139,7 @@ def add_series(
             }
         )
         ys = np.asarray(smooth(ys.tolist(), smoothing, weight), dtype=np.float32)
+        ys[[i for i, p in enumerate(points) if is_gap(p)]] = np.nan  # smoothing bridges gaps
     traces.append(
         {
             "type": "scatter",
@@ -258,7 +263,7 @@ def series_figure(
             "height": height + (25 if subtitle else 0),
             "margin": {"l": 50, "r": 10, "t": 85 if subtitle else 55, "b": 40},
             "legend": LEGEND_ON_TOP,
-            "yaxis": {"type": "log" if log_y else "linear"},
+            "yaxis": log_axis(_values(series)) if log_y else {"type": "linear"},
             "yaxis2": floor_axis(),
             "xaxis": {
                 "title": {"text": x_title or ("step" if x_axis == "step" else "time")},
@@ -268,6 +273,16 @@ def series_figure(
             "uirevision": title,
         },
     )
+
+
+def _values(series: Sequence[tuple[str, Sequence[Point]]]) -> list[float]:
+    """Every finite value the curves draw (bucket values and band edges)."""
+    out: list[float] = []
+    for _, points in series:
+        for p in points:
+            out.extend(float(v) for v in (p.get("min"), p.get("max")) if v is not None)
+            out.append(bucket_value(p))
+    return [v for v in out if math.isfinite(v)]
 
 
 SHORT_SPAN = 10
