@@ -21,6 +21,7 @@ RUNS_CURSORS = "runs-cursors"
 RUNS_VERSION = "runs-version"
 RUNS_PAGE_IDS = "runs-page-ids"
 RUNS_OPEN_LINKS = "runs-open-links"
+RUNS_TICKED = "runs-ticked"
 
 # Run page
 RUN_TITLE = "run-title"

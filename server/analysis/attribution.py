@@ -39,6 +39,7 @@ other seeds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -135,8 +136,15 @@ def run_checks(trace: Trace) -> tuple[Check, ...]:
     signal = _scaled(trace)
     family = signals.BY_METRIC[trace.signal].family if trace.signal in signals.BY_METRIC else None
     ratio_family = family == signals.RATIO
+    head = signals.BY_METRIC.get(trace.signal or "")
+    raw = list(checks.finite(trace.get(trace.signal or "")).values())
     return (
-        checks.mean_offset(trace.get("k3_kl"), trace.get("k1_kl"), _ratio_series(trace)),
+        checks.mean_offset(
+            trace.get("k3_kl"),
+            trace.get("k1_kl"),
+            _ratio_series(trace),
+            signals.strongest(signals.RATIO, trace.series),
+        ),
         updates.update_jump(signal, trace.get("weight_version")),
         updates.update_onset(signal, trace.get("weight_version"), trace.get("lag")),
         checks.bucket_slope(trace.buckets),
@@ -149,6 +157,8 @@ def run_checks(trace: Trace) -> tuple[Check, ...]:
             healthy=checks.HEALTHY_RATIO if ratio_family else checks.HEALTHY_K3,
             unit="ratio drift ×1e4" if ratio_family else "k3",
             reference=trace.reference,
+            own=head,
+            near=float(np.median(raw)) if raw else math.nan,
         ),
     )
 
