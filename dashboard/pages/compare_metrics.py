@@ -100,6 +100,8 @@ def note(
     elif signals.headline(shared) is None and len(logged) > 1:
         own = "; ".join(f"{names.get(r, r)} logs {own_words(m)}" for r, m in logged.items())
         parts.append(f"These runs share no mismatch signal: {own}.")
+        if any(signals.headline(m) is None for m in logged.values()):
+            parts.append(f"To give a run one, {signals.HOW_TO_LOG}.")
     if metric:
         if metric in signals.BY_METRIC:
             parts.append(f"Drawn: {metric} — {signals.describe(metric)}.")

@@ -158,8 +158,9 @@ def compare_metric(logged: Iterable[Collection[str]]) -> str | None:
     """What an overlay of runs opens on, given each run's metric names: the strongest mismatch
     signal they all log (`signals.headline` of the shared names); else, when each logs a member
     of one family under different names, that family (`signals.VLLM_KL` first), drawn on its
-    common scale; else a mismatch measure they all log (`signals.MEASURES`); else the first
-    metric they share (the `COMPARE` ones first, then by name); None when they share none."""
+    common scale; else the first run's own signal, when one logs any (a run without it reads
+    "no data" beside it); else a mismatch measure they all log (`signals.MEASURES`); else the
+    first metric they share (the `COMPARE` ones first, then by name); None when they share none."""
     sets = [set(names) for names in logged]
     shared = shared_metrics(sets)
     head = signals.headline(shared)
@@ -168,6 +169,9 @@ def compare_metric(logged: Iterable[Collection[str]]) -> str | None:
     family = compare_family(sets)
     if family is not None:
         return family
+    own = next((h for names in sets if (h := signals.headline(names)) is not None), None)
+    if own is not None:  # a run without one reads "no data" beside it, not "never" on entropy
+        return own.metric
     ordered = [m for m in (*signals.MEASURES, *COMPARE) if m in shared]
     ordered += sorted(shared - set(ordered))
     return ordered[0] if ordered else None

@@ -58,7 +58,8 @@ def test_compare_opens_on_the_shared_signal_else_the_family_scale_else_a_shared_
     assert compare_metric([{"prob_diff_max", "entropy"}, {"prob_diff_max", "entropy"}]) == (
         "prob_diff_max"
     )
-    assert compare_metric([set(PLAIN), set(K3)]) == "entropy"  # one run logs no signal
+    # one run logs no signal: the other's, so it reads "no data" (not "never" on entropy)
+    assert compare_metric([set(PLAIN), set(K3)]) == "k3_kl"
     assert compare_metric([{"training/vllm_kl"}, {"training/vllm_kl", "x"}]) == "training/vllm_kl"
     assert compare_metric([{"a"}, {"b"}]) is None and compare_metric([]) is None
 
