@@ -3,7 +3,7 @@ logged in TRL's names (mean |logp diff|) and one in verl's (k3) draws both on th
 family's k3 scale, labelled so, each run's own metric one click away, on a log axis whose ticks
 carry their exponent; a compare of runs logging only prob_diff_max names what it draws; the
 runs list links each name to its run and shows the id; a run with no mismatch signal says it
-has nothing to read."""
+has nothing to read, in its attribution and in its first chart's place."""
 
 from __future__ import annotations
 
@@ -107,3 +107,12 @@ def test_run_without_a_signal_says_its_attribution_has_nothing_to_read(
     text = page.wait_for_selector("#run-attribution-missing").inner_text()
     assert "nothing to read" in text and "--map" in text
     assert "unknown" not in page.inner_text("#run-attribution")
+    # the first chart says what is missing instead of drawing blank axes
+    first = wait_for(
+        lambda: page.evaluate(
+            "() => { const g = document.querySelector('.js-plotly-plot');"
+            " return g && g.layout ? (g.layout.annotations || []).map(a => a.text) : null; }"
+        ),
+        message="no chart",
+    )
+    assert any("logs no mismatch signal" in text for text in first), first
