@@ -30,16 +30,16 @@ from dashboard import ids
 from dashboard.access import Reader
 from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines
 from dashboard.urlstate import as_float, as_int, as_list, encode
-from server.domain import signals, urls
+from server.domain import urls
 from server.domain.metrics import MISMATCH_PANEL
 from server.domain.reads.run_view import RunView
 from server.domain.reads.runs import RunDetail
 from server.domain.reads.scope import ReadScope
 from server.errors import Conflict, NotFound
-from server.figures.empty import empty_figure
+from server.figures.empty import no_signal_figure
 from server.figures.points import Note, points
 from server.figures.series import series_figure
-from server.figures.text import ROLLUPS_ONLY, safe
+from server.figures.text import ROLLUPS_ONLY
 from server.services.reads import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
@@ -332,7 +332,8 @@ def panels(found: RunView, style: Style) -> list[Any]:
     notes = run_data.notes(found.annotations, found.gpu_segments)
     segments = run_data.switched_segments(found.gpu_segments)
     marks = run_data.alert_marks(found)
-    missing = [] if any(p.name == MISMATCH_PANEL for p in found.panels) else [_no_signal(found)]
+    signal = any(p.name == MISMATCH_PANEL for p in found.panels)
+    missing = [] if signal else [_panel(found.run_id, MISMATCH_PANEL, no_signal_figure())]
     return missing + [
         _panel(
             found.run_id,
@@ -352,11 +353,6 @@ def panels(found: RunView, style: Style) -> list[Any]:
         )
         for panel in found.panels
     ]
-
-
-def _no_signal(found: RunView) -> Any:
-    words = safe(signals.no_signal()).replace(": ", ":<br>", 1)
-    return _panel(found.run_id, MISMATCH_PANEL, empty_figure(words, title="mismatch"))
 
 
 def sync_url(

@@ -17,6 +17,7 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
+from server.domain.series import bucket_value
 from server.figures.points import Point
 
 GAP_FACTOR = 2.0
@@ -86,3 +87,14 @@ def log_tickformat(values: Iterable[float]) -> str:
 def log_axis(values: Iterable[float], **extra: Any) -> dict[str, Any]:
     """A log axis whose ticks carry their magnitude (`log_tickformat`)."""
     return {"type": "log", "tickformat": log_tickformat(values), "exponentformat": "e", **extra}
+
+
+def drawn_values(series: Sequence[tuple[str, Sequence[Point]]]) -> list[float]:
+    """Every finite value curves of `series` draw (bucket values and band edges): what a log
+    axis over them spans."""
+    out: list[float] = []
+    for _, points in series:
+        for p in points:
+            out.extend(float(v) for v in (p.get("min"), p.get("max")) if v is not None)
+            out.append(bucket_value(p))
+    return [v for v in out if math.isfinite(v)]

@@ -18,7 +18,7 @@ import plotly.io as pio
 from server.domain.reads.runs import GpuSegment
 from server.domain.series import bucket_value, has_nonfinite
 from server.figures.analysis import ema, running_mean
-from server.figures.gaps import is_gap, log_axis, with_gaps
+from server.figures.gaps import drawn_values, is_gap, log_axis, with_gaps
 from server.figures.legend import LEGEND_ON_TOP
 from server.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
 from server.figures.palette import NONFINITE, color, faint
@@ -263,7 +263,7 @@ def series_figure(
             "height": height + (25 if subtitle else 0),
             "margin": {"l": 50, "r": 10, "t": 85 if subtitle else 55, "b": 40},
             "legend": LEGEND_ON_TOP,
-            "yaxis": log_axis(_values(series)) if log_y else {"type": "linear"},
+            "yaxis": log_axis(drawn_values(series)) if log_y else {"type": "linear"},
             "yaxis2": floor_axis(),
             "xaxis": {
                 "title": {"text": x_title or ("step" if x_axis == "step" else "time")},
@@ -273,16 +273,6 @@ def series_figure(
             "uirevision": title,
         },
     )
-
-
-def _values(series: Sequence[tuple[str, Sequence[Point]]]) -> list[float]:
-    """Every finite value the curves draw (bucket values and band edges)."""
-    out: list[float] = []
-    for _, points in series:
-        for p in points:
-            out.extend(float(v) for v in (p.get("min"), p.get("max")) if v is not None)
-            out.append(bucket_value(p))
-    return [v for v in out if math.isfinite(v)]
 
 
 SHORT_SPAN = 10
