@@ -356,13 +356,17 @@ def difference_figure(
 ) -> Figure:
     """Each candidate minus the reference at the candidate's positions, the reference linearly
     interpolated there. Positions are each point's `x_key`: its step, or its `x` once placed by
-    `dashboard.alignment`; `divergence` is in the same units."""
+    `dashboard.alignment`; `divergence` is in the same units. By step, a gap in either run's
+    steps breaks the line: nothing is interpolated over steps the reference never logged."""
     ref_name, ref_points = reference
+    if x_key == "step":
+        ref_points = with_gaps(ref_points)
     rx = np.array([p[x_key] for p in ref_points], dtype=float)
     ry = _y(ref_points).astype(np.float64)
     traces: list[Trace] = []
     shapes = [hline(0, {"color": "#000000", "width": 1})]
     for index, (name, points) in enumerate(candidates, start=1):
+        points = with_gaps(points) if x_key == "step" else points
         cx = np.array([p[x_key] for p in points], dtype=float)
         cy = _y(points).astype(np.float64)
         if len(rx) == 0 or len(cx) == 0:

@@ -12,7 +12,7 @@ import numpy as np
 
 from server.figures.gaps import gap_after, log_axis, log_tickformat, with_gaps
 from server.figures.hardware import hardware_figure, ratio_figure
-from server.figures.series import series_figure
+from server.figures.series import difference_figure, series_figure
 from tests.dashboard.rows import box, pair
 from tests.dashboard.test_pure import point
 
@@ -47,6 +47,18 @@ def test_a_smoothed_trace_breaks_at_the_same_gap() -> None:
     fig = series_figure([("k3_kl", [point(s, 1.0) for s in RESTARTED])], smoothing="ema")
     xs, ys = line_of(fig, "k3_kl")
     assert segments(xs, ys) == [(1, 53), (108, 109)]
+
+
+def test_a_difference_to_the_reference_breaks_where_either_run_has_a_gap() -> None:
+    reference = ("ref", [point(s, 1.0) for s in range(1, 110)])
+    candidate = ("run", [point(s, 2.0) for s in RESTARTED])
+    fig = difference_figure(reference, [candidate])
+    (line,) = fig["data"]
+    xs, ys = np.asarray(line["x"], dtype=np.float64), np.asarray(line["y"], dtype=np.float64)
+    assert segments(xs, ys) == [(1, 53), (108, 109)]
+    gappy_ref = ("ref", [point(s, 1.0) for s in RESTARTED])
+    (line,) = difference_figure(gappy_ref, [("run", [point(80, 2.0)])])["data"]
+    assert np.isnan(np.asarray(line["y"], dtype=np.float64)).all()  # no reference at step 80
 
 
 def test_a_run_logged_every_ten_steps_is_one_line() -> None:
