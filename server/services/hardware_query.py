@@ -97,7 +97,9 @@ class HardwareQueries(RunQueries):
             valued = with_values(measured, keys)
             plan = comparison.plan(facts, valued, by)
             known = {run for run, _ in valued}
-            no_gpu = sorted({keys[p.run_pk] for p, st in measured.items if st.finite} - known)
+            with_any = {keys[p.run_pk] for p, st in measured.items if st.finite}
+            no_gpu = sorted(with_any - known)
+            no_values = sorted(set(keys.values()) - with_any)
             _check_gpu_types(plan, by)
             chosen = [] if plan.chosen is None else list(plan.chosen.run_ids)
             in_group = {pks[run_id] for run_id in chosen}
@@ -123,7 +125,9 @@ class HardwareQueries(RunQueries):
             if plan.chosen is None
             else (_group(plan, figures, results, pieces, group_rows),),
             excluded=_excluded(plan, facts),
-            note=_note(plan, len(rows), n_boot) + _no_gpu_note(no_gpu),
+            note=_note(plan, len(rows), n_boot)
+            + _left_out(no_gpu, NO_GPU_WHY)
+            + _left_out(no_values, f"no finite value of {metric}"),
         )
 
     # -- helpers ----------------------------------------------------------------------------
@@ -273,15 +277,18 @@ NO_KNOWN_GPU = "no known GPU type"
 """Said of runs whose records name no device: they are compared with no GPU type."""
 
 
-def _no_gpu_note(runs: Sequence[str]) -> str:
-    """The note's words on runs with values on no known GPU type: left out, and why."""
+NO_GPU_WHY = (
+    f"{NO_KNOWN_GPU} (their records name no device; the collectors send the host's, or "
+    "log_metrics(..., gpu=…))"
+)
+
+
+def _left_out(runs: Sequence[str], why: str) -> str:
+    """The note's words on selected runs that no comparison could hold, and why."""
     if not runs:
         return ""
     shown = ", ".join(runs[:6]) + (f" and {len(runs) - 6} more" if len(runs) > 6 else "")
-    return (
-        f" Left out, with {NO_KNOWN_GPU} (their records name no device; the collectors send "
-        f"the host's, or log_metrics(..., gpu=…)): {shown}."
-    )
+    return f" Left out, with {why}: {shown}."
 
 
 def _note(plan: ParityPlan, selected: int, n_boot: int) -> str:

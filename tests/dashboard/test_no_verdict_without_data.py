@@ -89,6 +89,8 @@ def by_gpu(reads: Reads, run: str) -> Said:
     out = hardware.compared(reads, EVERY, selection, None)
     note, advice, pairs, boxes = out[0], out[1], out[2], out[3]
     mine = [p.children for p in pairs if run in str(p.children)]
+    # only the note's sentences on this run count as saying what it lacks
+    note = ". ".join(s for s in str(note).split(". ") if "Left out" not in s or run in s)
     names = [str(t.name) for t in boxes.data] if boxes else []
     text = " ".join([str(note), str(advice), *map(str, mine), *names])
     return Said(bool(mine), text)
@@ -100,7 +102,7 @@ VIEWS: dict[str, tuple[Callable[[Reads, str], Said], set[str], tuple[str, ...]]]
     "notification": (notification, LACKS_VALUES, ("No likely cause", "nothing to read")),
     "runs list": (runs_list, LACKS_SIGNAL, ("no signal", "--map")),
     "compare": (compared, LACKS_SIGNAL, ("no data",)),
-    "hardware": (by_gpu, {"no-gpu"}, ("no known GPU type",)),
+    "hardware": (by_gpu, {"no-gpu"} | LACKS_VALUES, ("Left out, with",)),
 }
 
 
