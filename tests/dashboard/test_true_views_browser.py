@@ -11,13 +11,20 @@ from typing import Any
 
 import pytest
 
+from collectors._adapters import map_metrics
 from server.domain.signals import ABS_D_TO_K3
-from tests.signal_runs import PLAIN, TRL, body, post
+from tests.signal_runs import PLAIN, body, post
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-VERL = {"k3_kl": 2e-3, "ratio_mean@verl": 1.0003, "entropy": 1.0}
+# What each trainer logs, under its own names, as the framework adapters map them on import
+TRL_LOGGED = {
+    "train/sampling/sampling_logp_difference/mean": 0.27,
+    "train/sampling/importance_sampling_ratio/mean": 0.98,
+    "train/entropy": 1.1,
+}
+VERL_LOGGED = {"rollout_corr/k3_kl": 2e-3, "rollout_corr/kl": 1.5e-3, "actor/entropy": 1.0}
 FORK = {"prob_diff_max": 0.4, "training/vllm_kl": 0.01}
 
 
@@ -29,8 +36,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     server = ServerProcess(tmp / "monitor.duckdb", log_dir=tmp).start()
     post(
         server,
-        body("trl-run", TRL, name="TRL run"),
-        body("verl-run", VERL, name="verl run"),
+        body("trl-run", map_metrics("trl", TRL_LOGGED).metrics, name="TRL run"),
+        body("verl-run", map_metrics("verl", VERL_LOGGED).metrics, name="verl run"),
         body("fork-a", FORK, name="fork a"),
         body("fork-b", FORK, name="fork b"),
         body("quiet", PLAIN, name="quiet run"),
