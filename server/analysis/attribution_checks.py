@@ -187,7 +187,7 @@ def mean_offset(
     signs = sign_share(values)
     passed = abs(median) >= RATIO_DRIFT and signs >= SIGN_SHARE
     sentence = (
-        f"{_drift_words(median, ratio_signal)} with one sign on {signs:.0%} of "
+        f"{_drift_words(median, ratio_signal)} {_one_side(ratio_signal)} on {signs:.0%} of "
         f"{len(values)} steps"
         + (
             ": a systematic offset"
@@ -208,6 +208,11 @@ def _drift_words(scaled: float, signal: signals.Signal | None, *, bound: bool = 
         return f"1 ± {fmt(abs((signal.from_scale(scaled, 2.0) or 1.0) - 1.0))}"
     own = signal.from_scale(scaled, 0.0 if scaled < 0 else 2.0)
     return f"the mean importance ratio ({signal.metric}) is {fmt(own or math.nan)}"
+
+
+def _one_side(signal: signals.Signal | None) -> str:
+    """How a steady drift is said: a ×1e4 drift keeps one sign, a ratio one side of 1."""
+    return "with one sign" if signal is None or signal.conversion == "same" else "on one side of 1"
 
 
 def own_level(value: float, signal: signals.Signal | None, scale_unit: str, near: float) -> str:

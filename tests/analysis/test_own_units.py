@@ -24,6 +24,7 @@ def test_trl_ratio_is_said_as_a_ratio_not_a_drift_times_1e4() -> None:
     said = checks_of(Trace("ratio_mean@trl", {"ratio_mean@trl": flat(0.03)}))
     assert said["mean_offset"].startswith("the mean importance ratio (ratio_mean@trl) is 0.03 ")
     assert "×1e-4" not in said["mean_offset"]
+    assert f"on one side of 1 on 100% of {STEPS} steps" in said["mean_offset"]
     assert said["level"].startswith("median ratio_mean@trl 0.03 (")
     # the bound of 50 ×1e-4 on the family's scale, as TRL's ratio: 1 − 50·140/1e4
     assert f"(ratio_mean@trl {1 - 50 * 140 / 1e4:g})" in said["level"]
