@@ -141,5 +141,8 @@ def _family_note(
             ". ",
         ]
     if lacking:
-        out.append(f"No {scale.label} signal in: {', '.join(lacking)}.")
+        out.append(
+            f"No {scale.label} signal in: {', '.join(lacking)}; to give a run one, "
+            f"{signals.HOW_TO_LOG}."
+        )
     return out
