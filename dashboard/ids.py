@@ -21,6 +21,7 @@ RUNS_CURSORS = "runs-cursors"
 RUNS_VERSION = "runs-version"
 RUNS_PAGE_IDS = "runs-page-ids"
 RUNS_OPEN_LINKS = "runs-open-links"
+RUNS_TICKED = "runs-ticked"
 
 # Run page
 RUN_TITLE = "run-title"
@@ -104,6 +105,7 @@ PAR_CHARTS = "parity-charts"
 # Run page: token exemplars (shown when the run logged them)
 RUN_EXEMPLARS = "run-exemplars"
 RUN_ATTRIBUTION = "run-attribution"
+RUN_ATTRIBUTION_MISSING = "run-attribution-missing"
 RUN_EX_STEP_MIN = "run-exemplars-step-min"
 RUN_EX_STEP_MAX = "run-exemplars-step-max"
 RUN_EX_SCATTER = "run-exemplars-scatter"

@@ -20,9 +20,9 @@ from dashboard.alignment import (
 )
 from dashboard.components import DataTable
 from dashboard.pages import compare_aligned, compare_metrics
-from dashboard.pages.compare_data import divergences, fetch
+from dashboard.pages.compare_data import divergences, fetch, read_through
 from dashboard.urlstate import as_float, as_int, as_list, encode
-from server.domain import urls
+from server.domain import signals, urls
 from server.domain.metrics import LOG_SCALE
 from server.domain.parity import diff
 from server.domain.reads.scope import ReadScope
@@ -267,8 +267,11 @@ def view(
         return series_figure([], title="choose runs to compare"), [], html.P("no runs chosen")
     ref = ref if ref in chosen else chosen[0]
     lo, hi = (window or {}).get("step_min"), (window or {}).get("step_max")
-    configs, drawn, coarse = fetch(reads, scope, chosen, metric, lo, hi, POINTS)
-    names = {r: (f"{c.name} (reference)" if r == ref else c.name) for r, c in configs.items()}
+    if signals.is_family(metric) and logged is None:
+        logged = compare_metrics.logged(reads, scope, chosen)
+    through = read_through(metric, logged or {})
+    configs, drawn, coarse = fetch(reads, scope, chosen, metric, lo, hi, POINTS, through)
+    names = {r: _legend(c.name, r == ref, through.get(r)) for r, c in configs.items()}
     note = rollups_note([names[r] for r in coarse])
     divergence, rows = divergences(drawn, ref, names, metric, (k, n), logged)
     ordered = [ref] + [r for r in configs if r != ref] if ref in configs else list(configs)
@@ -300,13 +303,25 @@ def view(
         fig = series_figure(
             [(names[r], drawn[r]) for r in ordered],
             title=f"{named(metric)}{note}",
-            log_y=metric in LOG_SCALE,
+            log_y=_log(metric),
             height=380,
         )
     diff_rows = diff({names[r]: configs[r].config for r in ordered})
     if align == "step":
         fig = zoomed(fig, lo, hi)
     return fig, rows, _diff_table(diff_rows, [names[r] for r in ordered])
+
+
+def _legend(name: str, reference: bool, own: signals.Signal | None) -> str:
+    """A run's name in the legend and tables: "(reference)" after the reference's, and on a
+    family's scale the signal it is drawn through ("TRL run · mean |logp diff|")."""
+    shown = f"{name} (reference)" if reference else name
+    return shown if own is None else f"{shown} · {own.label}"
+
+
+def _log(metric: str) -> bool:
+    scale = signals.SCALES.get(metric)
+    return scale.log if scale is not None else metric in LOG_SCALE
 
 
 def _diff_table(rows: list[dict[str, Any]], runs: list[str]) -> Any:

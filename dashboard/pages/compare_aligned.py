@@ -17,11 +17,13 @@ from dashboard.alignment import (
     parse_align,
     x_at_step,
 )
+from server.domain import signals
 from server.domain.metrics import LOG_SCALE
 from server.domain.reads.runs import RunConfig
 from server.domain.reads.scope import ReadScope
 from server.figures.points import Point, points
 from server.figures.series import difference_figure, series_figure
+from server.figures.text import named
 from server.services.reads import Reads
 
 
@@ -98,15 +100,15 @@ def figure(
         return difference_figure(
             (names[ref], placed[ref]),
             [(names[r], placed[r]) for r in ordered[1:]],
-            title=f"{metric}: difference to reference, by {ALIGNS[align]}{note}",
+            title=f"{named(metric)}: difference to reference, by {ALIGNS[align]}{note}",
             divergence={names[r]: x_at_step(placed[r], divergence[names[r]]) for r in ordered[1:]},
             x_key="x",
             x_title=axis,
         )
     return series_figure(
         [(names[r], placed[r]) for r in ordered],
-        title=f"{metric}, by {ALIGNS[align]}{note}",
-        log_y=metric in LOG_SCALE,
+        title=f"{named(metric)}, by {ALIGNS[align]}{note}",
+        log_y=scale.log if (scale := signals.SCALES.get(metric)) else metric in LOG_SCALE,
         height=380,
         x_axis="aligned",
         x_title=axis,

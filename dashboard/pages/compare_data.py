@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from server.domain import signals
 from server.domain.reads.runs import RunConfig
 from server.domain.reads.scope import ReadScope
 from server.domain.series import bucket_value, has_nonfinite
 from server.figures.analysis import first_divergence
 from server.figures.points import Point, points
+from server.figures.scale import scaled
 from server.services.reads import Reads
 
 NO_DATA = "no data"
@@ -47,6 +49,15 @@ def divergences(
     return divergence, rows
 
 
+def read_through(metric: str, logged: dict[str, set[str]]) -> dict[str, signals.Signal]:
+    """For a family (`signals.VLLM_KL`), the member each run is drawn through: its strongest
+    (runs that log none are left out); nothing for a plain metric."""
+    if not signals.is_family(metric):
+        return {}
+    found = {r: signals.strongest(metric, names) for r, names in logged.items()}
+    return {r: s for r, s in found.items() if s is not None}
+
+
 def fetch(
     reads: Reads,
     scope: ReadScope,
@@ -55,18 +66,32 @@ def fetch(
     step_min: int | None = None,
     step_max: int | None = None,
     max_points: int = 2000,
+    through: dict[str, signals.Signal] | None = None,
 ) -> tuple[dict[str, RunConfig], dict[str, list[Point]], list[str]]:
     """The page's data: each run's name and config, its series at `max_points` step buckets over
     [step_min, step_max] (one fetch serves both the overlay and the divergence search), and the
-    runs drawn from rollups only (retention dropped their raw values)."""
+    runs drawn from rollups only (retention dropped their raw values). For a family, each run's
+    series is its own member's (`through`, see `read_through`) on the family's common scale."""
     configs = {c.id: c for c in reads.runs.run_configs(scope, run_ids)}
+    family = signals.is_family(metric)
+    through = through or {}
     found = {
         r: reads.series.series(
-            scope, r, metric, step_min=step_min, step_max=step_max, max_points=max_points
+            scope,
+            r,
+            through[r].metric if family else metric,
+            step_min=step_min,
+            step_max=step_max,
+            max_points=max_points,
         )
         for r in configs
+        if not family or r in through
     }
-    drawn = {r: points(series) for r, series in found.items()}
+    drawn = {
+        r: scaled(points(series), through[r]) if family else points(series)
+        for r, series in found.items()
+    }
+    drawn |= {r: [] for r in configs if r not in drawn}
     coarse = [r for r, series in found.items() if series.rollup_only]
     return configs, drawn, coarse
 

@@ -166,6 +166,28 @@ def view(
 def what_to_run(runs_by_gpu: dict[str, list[str]], metric: str | None) -> Any:
     """The empty state: which runs ran on which GPU type, and what would make a comparison."""
     signal = f" of {metric}" if metric else ""
+    unknown = runs_by_gpu.get(UNKNOWN, [])
+    runs_by_gpu = {gpu: names for gpu, names in runs_by_gpu.items() if gpu != UNKNOWN}
+    steps = _what_to_run(
+        runs_by_gpu,
+        signal,
+        every="Every selected run of known GPU type" if unknown else "Every selected run",
+    )
+    if unknown:
+        steps.append(
+            f"{_names(unknown)}: no known GPU type (their records name no device), so each "
+            "is drawn apart and compared with none; send the device name with each record "
+            "(the collectors find it on the host, or run.log_metrics(..., gpu=…))."
+        )
+    return html.Div(
+        [html.P(line, style={"margin": "4px 0"}) for line in steps],
+        id="hardware-what-to-run",
+        style=EMPTY_STYLE,
+    )
+
+
+def _what_to_run(runs_by_gpu: dict[str, list[str]], signal: str, every: str) -> list[str]:
+    """The empty state's lines for the runs of known GPU type (`every` names them all)."""
     if not runs_by_gpu:
         steps = [
             f"None of the selected runs has values{signal} on a known GPU type.",
@@ -175,7 +197,7 @@ def what_to_run(runs_by_gpu: dict[str, list[str]], metric: str | None) -> Any:
     elif len(runs_by_gpu) == 1:
         gpu, names = next(iter(runs_by_gpu.items()))
         steps = [
-            f"Every selected run ran on one GPU type, {gpu}: {_names(names)}.",
+            f"{every} ran on one GPU type, {gpu}: {_names(names)}.",
             "A comparison needs the same configuration on a second GPU type: run one of "
             "these again, unchanged, on a machine with another GPU (for the demo: "
             "`mismatch demo --run-prefix demo-other-gpu --url URL_OF_THIS_SERVER`), then "
@@ -190,11 +212,7 @@ def what_to_run(runs_by_gpu: dict[str, list[str]], metric: str | None) -> Any:
             "left out below): re-run one with the other's settings on its GPU type, or compare "
             "by a label (group by label:KEY) instead of every parity setting.",
         ]
-    return html.Div(
-        [html.P(line, style={"margin": "4px 0"}) for line in steps],
-        id="hardware-what-to-run",
-        style=EMPTY_STYLE,
-    )
+    return steps
 
 
 def _names(names: list[str], shown: int = 6) -> str:
@@ -214,9 +232,13 @@ def runs_by_gpu(
     for run in found:
         if wanted and run.id not in wanted:
             continue
-        for gpu in run.gpus:
+        for gpu in run.gpus or [UNKNOWN]:
             out.setdefault(gpu, []).append(run.name)
     return {gpu: sorted(names) for gpu, names in out.items()}
+
+
+UNKNOWN = "no known GPU type"
+"""Where `runs_by_gpu` lists the runs whose records name no GPU."""
 
 
 @dataclass(frozen=True)

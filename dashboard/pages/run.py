@@ -31,10 +31,12 @@ from dashboard.access import Reader
 from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines, runs_data
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
+from server.domain.metrics import MISMATCH_PANEL
 from server.domain.reads.run_view import RunView
 from server.domain.reads.runs import RunDetail
 from server.domain.reads.scope import ReadScope
 from server.errors import Conflict, NotFound
+from server.figures.empty import no_signal_figure
 from server.figures.points import Note, points
 from server.figures.series import series_figure
 from server.figures.text import ROLLUPS_ONLY
@@ -325,11 +327,15 @@ def draw(
 
 
 def panels(found: RunView, style: Style) -> list[Any]:
-    """One chart per panel of the metrics the run logs (and the extra ones asked for)."""
+    """One chart per panel of the metrics the run logs (and the extra ones asked for); a run
+    that logs no mismatch signal gets, in the first chart's place, what is missing and how to
+    log it (never blank axes)."""
     notes = run_data.notes(found.annotations, found.gpu_segments)
     segments = run_data.switched_segments(found.gpu_segments)
     marks = run_data.alert_marks(found)
-    return [
+    signal = any(p.name == MISMATCH_PANEL for p in found.panels)
+    missing = [] if signal else [_panel(found.run_id, MISMATCH_PANEL, no_signal_figure())]
+    return missing + [
         _panel(
             found.run_id,
             panel.name,

@@ -45,7 +45,10 @@ def section(
 
 
 def panel(found: RunAttribution) -> list[Component]:
-    """The likeliest cause first, then the others' scores and the checks behind them."""
+    """The likeliest cause first, then the others' scores and the checks behind them; with
+    nothing to read, what is missing and how to get it, and no cause."""
+    if found.missing is not None:
+        return [html.H4("Likely cause"), html.P(found.missing, id=ids.RUN_ATTRIBUTION_MISSING)]
     top = found.top
     others = ", ".join(f"{h.mode} {h.score:.2f}" for h in found.hypotheses[1:] if h.score > 0)
     rows = [

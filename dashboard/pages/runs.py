@@ -33,6 +33,7 @@ log = logging.getLogger("mismatch_monitor.dashboard")
 
 COLUMNS = [
     ("name", "run"),
+    ("run_id", "run id"),
     ("project", "project"),
     ("labels", "labels"),
     ("status", "status"),
@@ -73,6 +74,7 @@ def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: i
             dcc.Store(id=ids.RUNS_CURSORS, data=[None]),
             dcc.Store(id=ids.RUNS_VERSION, data=None),
             dcc.Store(id=ids.RUNS_PAGE_IDS, data=[]),
+            dcc.Store(id=ids.RUNS_TICKED, data=[]),  # the ticked runs, in the order ticked
             # One-shot: each load re-arms it when done, so polls never overlap.
             dcc.Interval(id=ids.RUNS_REFRESH, interval=poll_ms, max_intervals=1),
         ]
@@ -117,9 +119,15 @@ def _table() -> Any:
     return DataTable(
         id=ids.RUNS_TABLE,
         columns=[
-            {"name": label, "id": key, "sortable": key in runs_data.SORTABLE}
+            {
+                "name": label,
+                "id": key,
+                "sortable": key in runs_data.SORTABLE,
+                **({"presentation": "markdown"} if key == "name" else {}),
+            }
             for key, label in COLUMNS
         ],
+        markdown_options={"html": False, "link_target": "_self"},
         data=[],
         tooltip_data=[],
         tooltip_delay=200,
@@ -255,11 +263,17 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
             found = {}
         return runs_data.with_trends(rows, found)
 
-    app.callback(
+    @app.callback(
         Output(ids.RUNS_COMPARE_LINK, "href"),
         Output(ids.RUNS_OPEN_LINKS, "children"),
+        Output(ids.RUNS_TICKED, "data"),
         Input(ids.RUNS_TABLE, "selected_row_ids"),
-    )(selection)
+        State(ids.RUNS_TICKED, "data"),
+    )
+    def _selection(now: list[str] | None, before: list[str] | None) -> Any:
+        chosen = ticked(before, now)
+        return (*selection(chosen), chosen)
+
     app.callback(
         Output(ids.URL, "search", allow_duplicate=True),
         Input(ids.RUNS_FILTER_PROJECT, "value"),
@@ -269,13 +283,23 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
     )(sync_url)
 
 
+def ticked(before: list[str] | None, now: list[str] | None) -> list[str]:
+    """The runs ticked now, in the order they were ticked: those ticked before keep their
+    place, the newly ticked follow (the table itself lists them in its row order)."""
+    current = list(dict.fromkeys(now or []))
+    kept = [r for r in before or [] if r in current]
+    return kept + [r for r in current if r not in kept]
+
+
 def selection(chosen: list[str] | None) -> tuple[str, list[Any]]:
+    """The compare link of the ticked runs, the first ticked named as the reference (the table
+    keeps the order they were ticked in), and a link to open each."""
     chosen = list(chosen or [])
     links = [
         dcc.Link(f"open {run_id}", href=urls.run_view(run_id), style={"marginRight": "12px"})
         for run_id in chosen
     ]
-    return urls.compare_view(chosen), links
+    return urls.compare_view(chosen, reference=chosen[0] if chosen else None), links
 
 
 def sync_url(project: str | None, label: str | None, text: str | None) -> str:

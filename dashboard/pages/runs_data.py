@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from server.domain import signals, urls
 from server.domain.names import RunSort
 from server.domain.reads.runs import Headline, RunPage, RunSummary
 from server.domain.reads.scope import ReadScope
@@ -46,11 +47,31 @@ def fmt(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+MARKDOWN = frozenset("\\`*_{}[]()<>#+-.!|~")
+"""What markdown reads as syntax: escaped in a cell that shows a user's text."""
+NO_SIGNAL = "no signal"
+"""The mismatch cell of a run that logs no mismatch signal (its tooltip says how to log one)."""
+
+
+def md_text(text: str) -> str:
+    """`text` shown as itself in a markdown cell: every markdown character escaped (the table
+    renders no HTML, so this only keeps a name like `a_b_c` from turning italic)."""
+    return "".join(f"\\{c}" if c in MARKDOWN else c for c in text)
+
+
+def name_link(summary: RunSummary) -> str:
+    """The run's name as a markdown link to its page (its id when it has no name)."""
+    href = urls.run_view(summary.id, project=summary.project)
+    return f"[{md_text(summary.name or summary.id)}]({href.replace(')', '%29')})"
+
+
 def row(summary: RunSummary) -> dict[str, Any]:
-    """A run summary as a table row (its trend comes later)."""
+    """A run summary as a table row (its trend comes later): the name links to the run's page,
+    the id is shown beside it."""
     return {
         "id": summary.id,
-        "name": summary.name,
+        "run_id": summary.id,
+        "name": name_link(summary),
         "project": summary.project,
         "labels": ", ".join(f"{k}={v}" for k, v in sorted(summary.labels.items())),
         "status": status_cell(summary.status, summary.ended_at),
@@ -71,17 +92,23 @@ def status_cell(status: str, ended_at: float | None) -> str:
 
 
 def mismatch_cell(headline: Headline | None) -> str:
-    """A run's headline signal as its value and short name ("0.27 mean |logp diff|"); empty
-    for a run that logs none."""
+    """A run's headline signal as its value and short name ("0.27 mean |logp diff|"); "no
+    signal" for a run that logs none (its tooltip says how to log one)."""
     if headline is None:
-        return ""
+        return NO_SIGNAL
     return f"{fmt(headline.value)} {headline.label}"
 
 
 def tooltips(summaries: Sequence[RunSummary]) -> list[dict[str, Any]]:
-    """Per row, the mismatch cell's tooltip: the signal's name, metric and meaning."""
+    """Per row, the mismatch cell's tooltip: the signal's name, metric and meaning, or what a
+    run without one lacks and how to log it."""
     return [
-        {"mismatch": {"value": _meaning(s.headline), "type": "text"}} if s.headline else {}
+        {
+            "mismatch": {
+                "value": _meaning(s.headline) if s.headline else signals.no_signal(),
+                "type": "text",
+            }
+        }
         for s in summaries
     ]
 

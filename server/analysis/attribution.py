@@ -23,7 +23,11 @@ each hypothesis from the checks that bear on it:
   growing lag.
 - `normal_noise`: `level` within the healthy bound (or near the project's reference run) and no
   fingerprint.
-- `unknown`: a level above healthy (or no signal) and no fingerprint.
+- `unknown`: a level above healthy and no fingerprint.
+
+A run that logs no mismatch signal, or none over the steps asked for, gets no finding at all:
+every hypothesis scores 0 and `missing` says what is absent and how to log it (the settings
+alone never make a cause, and a level that was never read is neither healthy nor above).
 
 Scores are in [0, 1]: `PRIMARY` for the fingerprint, `SUPPORT` for each corroboration. The run's
 recorded config raises or lowers a hypothesis by `CONFIG_WEIGHT` (`attribution_config`) and is
@@ -35,6 +39,7 @@ other seeds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -103,6 +108,8 @@ class Attribution:
     steps: int
     checks: tuple[Check, ...]
     hypotheses: tuple[Hypothesis, ...]  # best first
+    missing: str | None = None
+    """Why there is no finding (no signal logged, or no value of it read), and how to get one."""
 
     @property
     def top(self) -> Hypothesis:
@@ -129,8 +136,15 @@ def run_checks(trace: Trace) -> tuple[Check, ...]:
     signal = _scaled(trace)
     family = signals.BY_METRIC[trace.signal].family if trace.signal in signals.BY_METRIC else None
     ratio_family = family == signals.RATIO
+    head = signals.BY_METRIC.get(trace.signal or "")
+    raw = list(checks.finite(trace.get(trace.signal or "")).values())
     return (
-        checks.mean_offset(trace.get("k3_kl"), trace.get("k1_kl"), _ratio_series(trace)),
+        checks.mean_offset(
+            trace.get("k3_kl"),
+            trace.get("k1_kl"),
+            _ratio_series(trace),
+            signals.strongest(signals.RATIO, trace.series),
+        ),
         updates.update_jump(signal, trace.get("weight_version")),
         updates.update_onset(signal, trace.get("weight_version"), trace.get("lag")),
         checks.bucket_slope(trace.buckets),
@@ -143,6 +157,8 @@ def run_checks(trace: Trace) -> tuple[Check, ...]:
             healthy=checks.HEALTHY_RATIO if ratio_family else checks.HEALTHY_K3,
             unit="ratio drift ×1e4" if ratio_family else "k3",
             reference=trace.reference,
+            own=head,
+            near=float(np.median(raw)) if raw else math.nan,
         ),
     )
 
@@ -263,9 +279,32 @@ def _head_evidence(
         add("head_precision", SUPPORT, steady)
 
 
+def missing(trace: Trace) -> str | None:
+    """What the attribution lacks to say anything: no mismatch signal logged, or no finite
+    value of it read; None when it has a signal to read."""
+    if trace.signal is None:
+        return signals.no_signal()
+    if not checks.finite(_scaled(trace)):
+        return (
+            f"This run logs {trace.signal} but no finite value of it over these steps, so there "
+            "is nothing to read: widen the step range, or check that the trainer sends it."
+        )
+    return None
+
+
+def _nothing(trace: Trace, ran: tuple[Check, ...], why: str) -> Attribution:
+    """Every hypothesis at 0 with no evidence, in table order: no data, no finding."""
+    hypotheses = tuple(Hypothesis(mode, TITLES[mode], 0.0, (), ()) for mode in TITLES)
+    return Attribution(trace.signal, 0, ran, hypotheses, why)
+
+
 def attribute(trace: Trace) -> Attribution:
-    """The checks and the hypotheses of one run, the likeliest first (ties in table order)."""
+    """The checks and the hypotheses of one run, the likeliest first (ties in table order);
+    without a signal to read, no finding (`missing`)."""
     ran = run_checks(trace)
+    why = missing(trace)
+    if why is not None:
+        return _nothing(trace, ran, why)
     found = {c.name: c for c in ran}
     scores = _evidence(trace, found)
     notes = config_notes(trace.config)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from server.domain import signals
+
 Series = Mapping[int, float]
 
 MIN_STEPS = 5
@@ -149,11 +151,14 @@ def sign_share(values: Sequence[float]) -> float:
     return max(pos, neg) / len(values)
 
 
-def mean_offset(k3: Series, k1: Series, ratio: Series) -> Check:
+def mean_offset(
+    k3: Series, k1: Series, ratio: Series, ratio_signal: signals.Signal | None = None
+) -> Check:
     """A steady offset of mean d = lT − lR that the KL does not explain. With k1 and k3 logged:
     per step e = k3 − k1 (= mean d + KL, zero up to noise when both sides are normalised), figure
     median |e| / median k3. With only a ratio-drift series: its median (×1e4). Either way the
-    offset must keep one sign on `SIGN_SHARE` of steps."""
+    offset must keep one sign on `SIGN_SHARE` of steps. `ratio_signal`, the member `ratio` was
+    converted from, puts the sentence in its own units (TRL's mean ratio as a ratio)."""
     name = "mean_offset"
     k3f, k1f = finite(k3), finite(k1)
     common = sorted(set(k3f) & set(k1f))
@@ -182,11 +187,42 @@ def mean_offset(k3: Series, k1: Series, ratio: Series) -> Check:
     signs = sign_share(values)
     passed = abs(median) >= RATIO_DRIFT and signs >= SIGN_SHARE
     sentence = (
-        f"the importance ratio drifts by {fmt(median)} ×1e-4 with one sign on {signs:.0%} of "
+        f"{_drift_words(median, ratio_signal)} {_one_side(ratio_signal)} on {signs:.0%} of "
         f"{len(values)} steps"
-        + (": a systematic offset" if passed else f", within ±{RATIO_DRIFT:g} or unsteady")
+        + (
+            ": a systematic offset"
+            if passed
+            else f", within {_drift_words(RATIO_DRIFT, ratio_signal, bound=True)} or unsteady"
+        )
     )
     return Check(name, median, RATIO_DRIFT, passed, sentence)
+
+
+def _drift_words(scaled: float, signal: signals.Signal | None, *, bound: bool = False) -> str:
+    """A ratio drift (×1e4 scale) in the units of the signal it came from: "the importance
+    ratio drifts by 12 ×1e-4" for ratio_dev_1e4, "the mean importance ratio (ratio_mean@trl)
+    is 0.03" for a ratio mean; as a bound, "±50" or "1 ± 0.7"."""
+    if signal is None or signal.conversion == "same":
+        return f"±{scaled:g}" if bound else f"the importance ratio drifts by {fmt(scaled)} ×1e-4"
+    if bound:
+        return f"1 ± {fmt(abs((signal.from_scale(scaled, 2.0) or 1.0) - 1.0))}"
+    own = signal.from_scale(scaled, 0.0 if scaled < 0 else 2.0)
+    return f"the mean importance ratio ({signal.metric}) is {fmt(own or math.nan)}"
+
+
+def _one_side(signal: signals.Signal | None) -> str:
+    """How a steady drift is said: a ×1e4 drift keeps one sign, a ratio one side of 1."""
+    return "with one sign" if signal is None or signal.conversion == "same" else "on one side of 1"
+
+
+def own_level(value: float, signal: signals.Signal | None, scale_unit: str, near: float) -> str:
+    """A level on a family's scale in the words of the signal it came from: "k3 0.002" for a
+    member read as it is, "k1_kl -0.09 (0.09 on the k3 scale)" for a converted one (`near`, a
+    value of the signal, picks the side of 0 or 1 that the conversion folds)."""
+    if signal is None or signal.conversion == "same":
+        return f"{scale_unit} {fmt(value)}"
+    own = signal.from_scale(value, near)
+    return f"{signal.metric} {fmt(own or math.nan)} ({fmt(value)} on the {scale_unit} scale)"
 
 
 def token_concentration(k3: Series, p99: Series) -> Check:
@@ -304,13 +340,20 @@ def further_out(values: Sequence[float]) -> tuple[float, float]:
 
 
 def level(
-    signal: Series, *, healthy: float, unit: str, reference: Reference | None = None
+    signal: Series,
+    *,
+    healthy: float,
+    unit: str,
+    reference: Reference | None = None,
+    own: signals.Signal | None = None,
+    near: float = math.nan,
 ) -> Check:
     """The signal's median on its family's scale against the healthy bound: over the whole
     range or its latest tenth, whichever is further out (`further_out`). Where the project's
     reference run sits lower, `REFERENCE_FACTOR` × its median is the bound: an fp32 engine's
     healthy level is ten decades below a bf16 one's, and the field's bound is a bf16 one. A
-    reference at 0 sets no bound (no multiple of it is one)."""
+    reference at 0 sets no bound (no multiple of it is one). `own`, the member the signal was
+    converted from, puts the sentence's level in its own units as well (`near`: its median)."""
     values = [v for _, v in sorted(finite(signal).items())]
     if not values:
         return not_run("level", healthy, "finite values of a mismatch signal")
@@ -323,9 +366,11 @@ def level(
             f"({fmt(reference.level)})"
         )
     passed = abs(median) <= bound
+    if own is not None and own.conversion != "same":
+        bound_is += f" ({own.metric} {fmt(own.from_scale(bound, near) or math.nan)})"
     where = "latest median" if median != overall else "median"
-    sentence = f"{where} {unit} {fmt(median)} " + (
-        f"within {bound_is}" if passed else f"above {bound_is}"
+    sentence = f"{where} {own_level(median, own, unit, near)} " + (
+        f"within {bound_is}" if passed else f"{'beyond' if median < 0 else 'above'} {bound_is}"
     )
     return Check("level", median, bound, passed, sentence)
 

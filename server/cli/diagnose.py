@@ -38,9 +38,14 @@ def render(found: dict[str, Any]) -> str:
     if found["step_min"] is not None or found["step_max"] is not None:
         span = f", steps {found['step_min'] or 0}:{found['step_max'] or ''}"
     top = found["top"]
-    lines = [
+    head = (
         f"run {found['run_id']} (project {found['project']}), signal "
-        f"{found['signal'] or 'none'} over {found['steps']} steps{span}",
+        f"{found['signal'] or 'none'} over {found['steps']} steps{span}"
+    )
+    if found.get("missing"):  # nothing was read: no cause, no ranking
+        return "\n".join([head, f"no likely cause: {found['missing']}"])
+    lines = [
+        head,
         f"likeliest: {top['mode']} ({top['score']:.2f}) — {top['title']}",
         *(f"  - {e}" for e in top["evidence"]),
         *(

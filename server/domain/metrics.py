@@ -156,22 +156,52 @@ def shared_metrics(logged: Iterable[Collection[str]]) -> set[str]:
 
 def compare_metric(logged: Iterable[Collection[str]]) -> str | None:
     """What an overlay of runs opens on, given each run's metric names: the strongest mismatch
-    signal they all log (`signals.headline` of the shared names); else the first metric they
-    share (the `COMPARE` ones first, then by name); None when they share none."""
-    shared = shared_metrics(logged)
+    signal they all log (`signals.headline` of the shared names); else, when each logs a member
+    of one family under different names, that family (`signals.VLLM_KL` first), drawn on its
+    common scale; else the first run's own signal, when one logs any (a run without it reads
+    "no data" beside it); else a mismatch measure they all log (`signals.MEASURES`); else the
+    first metric they share (the `COMPARE` ones first, then by name); None when they share none."""
+    sets = [set(names) for names in logged]
+    shared = shared_metrics(sets)
     head = signals.headline(shared)
     if head is not None:
         return head.metric
-    ordered = [m for m in COMPARE if m in shared] + sorted(shared - set(COMPARE))
+    family = compare_family(sets)
+    if family is not None:
+        return family
+    own = next((h for names in sets if (h := signals.headline(names)) is not None), None)
+    if own is not None:  # a run without one reads "no data" beside it, not "never" on entropy
+        return own.metric
+    ordered = [m for m in (*signals.MEASURES, *COMPARE) if m in shared]
+    ordered += sorted(shared - set(ordered))
     return ordered[0] if ordered else None
 
 
+def compare_families(logged: Iterable[Collection[str]]) -> list[str]:
+    """The families of which every run logs a member, where the runs read it through different
+    members (one shared member needs no common scale)."""
+    sets = {i: set(names) for i, names in enumerate(logged)}
+    out = []
+    for family in signals.FAMILIES:
+        found = signals.each_strongest(family, sets) if len(sets) > 1 else None
+        if found is not None and len({s.metric for s in found.values()}) > 1:
+            out.append(family)
+    return out
+
+
+def compare_family(logged: Iterable[Collection[str]]) -> str | None:
+    """The first of `compare_families`, None when there is none."""
+    return next(iter(compare_families(logged)), None)
+
+
 def compare_options(logged: Iterable[Collection[str]]) -> list[str]:
-    """Every metric any of the runs logs, under the names they log it: the shared ones first
-    (signals in rank order, then `COMPARE`, then by name), then the rest by name."""
+    """Every metric any of the runs logs, under the names they log it: first each family of
+    which every run logs a member (drawn on the family's common scale), then the shared
+    metrics (signals in rank order, then other measures, then `COMPARE`, then by name), then
+    the rest by name."""
     sets = [set(names) for names in logged]
     every = set().union(*sets) if sets else set()
     shared = shared_metrics(sets)
-    rank = {m: i for i, m in enumerate((*signals.BY_METRIC, *COMPARE))}
+    rank = {m: i for i, m in enumerate((*signals.BY_METRIC, *signals.MEASURES, *COMPARE))}
     first = sorted(shared, key=lambda m: (rank.get(m, len(rank)), m))
-    return first + sorted(every - shared)
+    return compare_families(sets) + first + sorted(every - shared)

@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from server.domain.reads.series import BucketRow, BucketStep
 from server.figures.empty import BUCKETS_HINT, empty_figure
+from server.figures.gaps import log_tickformat
 from server.figures.legend import LEGEND_ON_TOP
 from server.figures.palette import color
 from server.figures.text import safe
@@ -83,7 +84,8 @@ def buckets_figure(
                 row=1,
                 col=col,
             )
-    fig.update_yaxes(type="log", row=1, col=2)
+    k3 = (b.mean_k3 for bs in groups.values() for b in bs)
+    fig.update_yaxes(type="log", tickformat=log_tickformat(k3), row=1, col=2)
     fig.update_layout(
         title={"text": safe(title), "x": 0.01},
         height=380,

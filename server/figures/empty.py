@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from server.domain import signals
 from server.figures.text import safe
 
 BUCKETS_HINT = (
@@ -50,3 +51,8 @@ def empty_figure(message: str, *, title: str = "", height: int = 160) -> go.Figu
 def is_empty_state(fig: go.Figure) -> bool:
     """Whether `fig` is an empty state (no traces, the message annotation)."""
     return not fig.data and any(a.name == "empty-state" for a in fig.layout.annotations)
+
+
+def no_signal_figure() -> go.Figure:
+    """The mismatch chart of a run that logs no mismatch signal: what is missing, how to log it."""
+    return empty_figure(safe(signals.no_signal()).replace(": ", ":<br>", 1), title="mismatch")

@@ -17,6 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from server.figures.empty import empty_figure
+from server.figures.gaps import log_tickformat
 from server.figures.palette import color
 from server.figures.text import safe
 
@@ -111,8 +112,8 @@ def probability_scatter(
         yaxis_title=f"trainer {axis} = exp(trainer logprob)",
     )
     if not dense:
-        fig.update_xaxes(type="log")
-        fig.update_yaxes(type="log")
+        fig.update_xaxes(type="log", tickformat=log_tickformat([lo, 1.0]))
+        fig.update_yaxes(type="log", tickformat=log_tickformat([lo, 1.0]))
     return fig
 
 

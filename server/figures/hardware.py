@@ -17,6 +17,7 @@ from server.domain.reads.hardware import HardwareRow, Pair
 from server.domain.reads.series import BucketRow
 from server.figures.buckets import bucket_label, per_bucket
 from server.figures.empty import BUCKETS_HINT, empty_figure
+from server.figures.gaps import log_axis
 from server.figures.legend import LEGEND_ON_TOP
 from server.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
 from server.figures.palette import color
@@ -54,7 +55,10 @@ def hardware_figure(rows: Sequence[HardwareRow], *, metric: str = "k3_kl") -> go
     fig.update_layout(
         title={"text": f"{safe(metric)} per GPU type (box: quartiles, whiskers: 5–95%)", "x": 0.01},
         xaxis={"type": "category", "title": {"text": "GPU type"}},
-        yaxis={"type": "log", "title": {"text": safe(metric)}},
+        yaxis=log_axis(
+            (v for r in rows for v in (r.p05, r.p95) if v is not None),
+            title={"text": safe(metric)},
+        ),
         height=380,
         template="plotly_white",
         showlegend=False,
@@ -92,7 +96,10 @@ def ratio_figure(pairs: Sequence[Pair], *, metric: str = "k3_kl") -> go.Figure:
     fig.add_vline(x=1.0, line={"color": "#888888", "dash": "dash", "width": 1})
     fig.update_layout(
         title={"text": f"ratio of median {safe(metric)} (95% interval)", "x": 0.01},
-        xaxis={"type": "log", "title": {"text": "ratio (A / B)"}},
+        xaxis=log_axis(
+            (v for _, _, low, high in shown for v in (low, high)),
+            title={"text": "ratio (A / B)"},
+        ),
         yaxis={"type": "category", "automargin": True},
         height=max(200, 80 + 50 * len(shown)),
         template="plotly_white",
@@ -138,7 +145,10 @@ def bucket_curves_figure(rows: Sequence[BucketRow], *, value: str = "mean_k3") -
     fig.update_layout(
         title={"text": f"{value.replace('_', ' ')} per token-probability bucket", "x": 0.01},
         xaxis={"type": "category", "title": {"text": "p = exp(rollout logprob)"}},
-        yaxis={"type": "log", "title": {"text": value.replace("_", " ")}},
+        yaxis=log_axis(
+            (float(getattr(b, value)) for bs in groups.values() for b in bs),
+            title={"text": value.replace("_", " ")},
+        ),
         yaxis2=floor_axis(),
         height=380,
         template="plotly_white",

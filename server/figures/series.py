@@ -18,6 +18,7 @@ import plotly.io as pio
 from server.domain.reads.runs import GpuSegment
 from server.domain.series import bucket_value, has_nonfinite
 from server.figures.analysis import ema, running_mean
+from server.figures.gaps import drawn_values, is_gap, log_axis, with_gaps
 from server.figures.legend import LEGEND_ON_TOP
 from server.figures.logfloor import floor_axis, floor_marks, nonpositive, without_nonpositive
 from server.figures.palette import NONFINITE, color, faint
@@ -110,7 +111,10 @@ def add_series(
 ) -> None:
     """One run's curve: min/max band where buckets hold several steps, the (smoothed) line with
     the original faint underneath, and ✕ markers where a bucket holds NaN or ±Inf. On a log
-    axis (`log_y`), values ≤ 0 leave a gap and get a marker at the axis floor instead."""
+    axis (`log_y`), values ≤ 0 leave a gap and get a marker at the axis floor instead. On a
+    step or time axis the line breaks where the steps jump over a gap (`gaps.with_gaps`)."""
+    if x_axis != "aligned":
+        points = with_gaps(points)
     c = line_color or color(index)
     label = safe(name)
     xs, ys = _x(points, x_axis), _y(points)
@@ -135,6 +139,7 @@ def add_series(
             }
         )
         ys = np.asarray(smooth(ys.tolist(), smoothing, weight), dtype=np.float32)
+        ys[[i for i, p in enumerate(points) if is_gap(p)]] = np.nan  # smoothing bridges gaps
     traces.append(
         {
             "type": "scatter",
@@ -258,7 +263,7 @@ def series_figure(
             "height": height + (25 if subtitle else 0),
             "margin": {"l": 50, "r": 10, "t": 85 if subtitle else 55, "b": 40},
             "legend": LEGEND_ON_TOP,
-            "yaxis": {"type": "log" if log_y else "linear"},
+            "yaxis": log_axis(drawn_values(series)) if log_y else {"type": "linear"},
             "yaxis2": floor_axis(),
             "xaxis": {
                 "title": {"text": x_title or ("step" if x_axis == "step" else "time")},
@@ -351,13 +356,17 @@ def difference_figure(
 ) -> Figure:
     """Each candidate minus the reference at the candidate's positions, the reference linearly
     interpolated there. Positions are each point's `x_key`: its step, or its `x` once placed by
-    `dashboard.alignment`; `divergence` is in the same units."""
+    `dashboard.alignment`; `divergence` is in the same units. By step, a gap in either run's
+    steps breaks the line: nothing is interpolated over steps the reference never logged."""
     ref_name, ref_points = reference
+    if x_key == "step":
+        ref_points = with_gaps(ref_points)
     rx = np.array([p[x_key] for p in ref_points], dtype=float)
     ry = _y(ref_points).astype(np.float64)
     traces: list[Trace] = []
     shapes = [hline(0, {"color": "#000000", "width": 1})]
     for index, (name, points) in enumerate(candidates, start=1):
+        points = with_gaps(points) if x_key == "step" else points
         cx = np.array([p[x_key] for p in points], dtype=float)
         cy = _y(points).astype(np.float64)
         if len(rx) == 0 or len(cx) == 0:

@@ -42,6 +42,10 @@ def rollups_note(runs: list[str]) -> str:
 
 def named(metric: str) -> str:
     """A metric in a title: a mismatch signal by its label with its metric name beside it
-    ("mean |logp diff| (abs_logp_diff_mean)"), any other metric by its name."""
+    ("mean |logp diff| (abs_logp_diff_mean)"), a family by its common scale, any other metric
+    by its name."""
+    scale = signals.SCALES.get(metric)
+    if scale is not None:
+        return f"{scale.label}, each run's own signal on the family's {scale.unit} scale"
     signal = signals.BY_METRIC.get(metric)
     return metric if signal is None else f"{signal.label} ({metric})"

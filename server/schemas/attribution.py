@@ -49,6 +49,14 @@ class AttributionOut(Out):
     step_min: int | None
     step_max: int | None
     steps: int = Field(description="Steps (or step buckets of a long run) of the signal read")
-    top: HypothesisOut = Field(description="The likeliest failure mode")
+    top: HypothesisOut = Field(
+        description="The likeliest failure mode (no finding when `missing` is set)"
+    )
     hypotheses: list[HypothesisOut] = Field(description="Every hypothesis, the likeliest first")
     checks: list[CheckOut]
+    missing: str | None = Field(
+        default=None,
+        description="Set when there was nothing to read (no mismatch signal logged, or no value "
+        "of it over the steps): what is missing and how to get it. Every hypothesis then scores "
+        "0: no finding",
+    )

@@ -251,12 +251,15 @@ def _out(
         checks=tuple(
             read.Check(c.name, c.figure, c.threshold, c.passed, c.sentence) for c in result.checks
         ),
+        missing=result.missing,
     )
 
 
 def cause_line(found: read.RunAttribution) -> str:
     """The likeliest cause in one line, for a notification: its title, score and first piece
-    of evidence."""
+    of evidence; without a signal to read, what is missing instead of a cause."""
+    if found.missing is not None:
+        return f"No likely cause: {found.missing}"
     top = found.top
     evidence = f": {top.evidence[0]}" if top.evidence else ""
     return f"Likely cause: {top.title} (score {top.score:.2f}){evidence}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -68,14 +68,25 @@ def with_values(measured: Measured, keys: dict[int, str]) -> list[tuple[str, str
     return list(seen)
 
 
-def distribution(db: Database, conn: Connection, measured: Measured) -> list[HardwareRow]:
+def unknown_gpu(run: str) -> str:
+    """The box of a run's steps on no known GPU type: its own, never pooled with another run's
+    (two runs of unknown GPU type need not share one)."""
+    return f"{UNKNOWN_GPU} GPU ({run})"
+
+
+def distribution(
+    db: Database, conn: Connection, measured: Measured, runs: Mapping[int, str]
+) -> list[HardwareRow]:
     """Per GPU type: runs, actors, counts, min, max and mean of the metric's values in the
     measured pieces, and their quantiles — exact up to `QUANTILE_VALUES` finite values, else
-    of `QUANTILE_WINDOWS` step windows per series holding about that many."""
+    of `QUANTILE_WINDOWS` step windows per series holding about that many. Steps on no known
+    GPU type make a row per run (`unknown_gpu`, `runs` naming each run by its key)."""
     by_gpu: dict[str, list[tuple[SeriesPiece, Stats]]] = {}
     for piece, stats in measured.items:
         if stats.finite or stats.nonfinite:
-            by_gpu.setdefault(piece.gpu or UNKNOWN_GPU, []).append((piece, stats))
+            known = piece.gpu not in (None, "", UNKNOWN_GPU)
+            gpu = str(piece.gpu) if known else unknown_gpu(runs[piece.run_pk])
+            by_gpu.setdefault(gpu, []).append((piece, stats))
     groups = {
         g: hardware.windows(
             [(p, st.finite) for p, st in items if st.finite], QUANTILE_VALUES, QUANTILE_WINDOWS

@@ -61,9 +61,8 @@ class HardwareQueries(RunQueries):
         with self._db.read() as conn:
             rows = self._selected(conn, run_ids, project, None, projects)
             pks = [r.pk for r in rows]
-            return distribution(
-                self._db, conn, measure(conn, metric or shared_signal(conn, pks), pks)
-            )
+            measured = measure(conn, metric or shared_signal(conn, pks), pks)
+            return distribution(self._db, conn, measured, _keys(rows))
 
     def hardware_comparison(
         self,
@@ -92,16 +91,21 @@ class HardwareQueries(RunQueries):
             pks = {key: pk for pk, key in keys.items()}
             metric = metric or shared_signal(conn, list(keys))
             measured = measure(conn, metric, list(pks.values()))
-            pooled = distribution(self._db, conn, measured)
+            pooled = distribution(self._db, conn, measured, keys)
             facts = _facts(rows, keys, runs.configs(conn, list(pks.values())))
             deadline.check()
-            plan = comparison.plan(facts, with_values(measured, keys), by)
+            valued = with_values(measured, keys)
+            plan = comparison.plan(facts, valued, by)
+            known = {run for run, _ in valued}
+            with_any = {keys[p.run_pk] for p, st in measured.items if st.finite}
+            no_gpu = sorted(with_any - known)
+            no_values = sorted(set(keys.values()) - with_any)
             _check_gpu_types(plan, by)
             chosen = [] if plan.chosen is None else list(plan.chosen.run_ids)
             in_group = {pks[run_id] for run_id in chosen}
             group = measured.of_runs(in_group)
             group_rows = (
-                pooled if len(in_group) == len(pks) else distribution(self._db, conn, group)
+                pooled if len(in_group) == len(pks) else distribution(self._db, conn, group, keys)
             )
             pieces = bootstrap_pieces(conn, group, rows, keys)
             deadline.check()
@@ -121,7 +125,9 @@ class HardwareQueries(RunQueries):
             if plan.chosen is None
             else (_group(plan, figures, results, pieces, group_rows),),
             excluded=_excluded(plan, facts),
-            note=_note(plan, len(rows), n_boot),
+            note=_note(plan, len(rows), n_boot)
+            + _left_out(no_gpu, NO_GPU_WHY)
+            + _left_out(no_values, f"no finite value of {metric}"),
         )
 
     # -- helpers ----------------------------------------------------------------------------
@@ -265,6 +271,24 @@ def _excluded(plan: ParityPlan, facts: Sequence[RunFacts]) -> tuple[Excluded, ..
                 )
             )
     return tuple(out)
+
+
+NO_KNOWN_GPU = "no known GPU type"
+"""Said of runs whose records name no device: they are compared with no GPU type."""
+
+
+NO_GPU_WHY = (
+    f"{NO_KNOWN_GPU} (their records name no device; the collectors send the host's, or "
+    "log_metrics(..., gpu=…))"
+)
+
+
+def _left_out(runs: Sequence[str], why: str) -> str:
+    """The note's words on selected runs that no comparison could hold, and why."""
+    if not runs:
+        return ""
+    shown = ", ".join(runs[:6]) + (f" and {len(runs) - 6} more" if len(runs) > 6 else "")
+    return f" Left out, with {why}: {shown}."
 
 
 def _note(plan: ParityPlan, selected: int, n_boot: int) -> str:

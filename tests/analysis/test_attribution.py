@@ -253,10 +253,21 @@ def test_high_level_without_a_fingerprint_is_unknown() -> None:
     assert result.top.mode == "unknown"
 
 
-def test_run_without_a_signal_is_unknown_and_every_check_says_why() -> None:
-    result = attribute(Trace(None, {}))
-    assert result.top.mode == "unknown"
+def test_run_without_a_signal_gets_no_finding_and_every_check_says_why() -> None:
+    # It used to rank "unknown: above the healthy level" at 0.8, a finding about a level it
+    # never read; a raw-logprobs setting alone must not make a cause either.
+    config = {"engine.logprobs_mode": "raw_logprobs"}
+    result = attribute(Trace(None, {}, config=config))
+    assert result.missing is not None and "no mismatch signal" in result.missing
+    assert "--map" in result.missing
+    assert all(h.score == 0 and not h.evidence for h in result.hypotheses)
     assert all(c.passed is None and c.sentence.startswith("not run") for c in result.checks)
+
+
+def test_signal_without_a_finite_value_gets_no_finding() -> None:
+    result = attribute(Trace("k3_kl", {"k3_kl": {1: math.nan, 2: math.inf}}))
+    assert result.missing is not None and "no finite value of it" in result.missing
+    assert all(h.score == 0 for h in result.hypotheses)
 
 
 def test_nonfinite_values_are_skipped_not_fatal() -> None:

@@ -66,3 +66,19 @@ def test_report_escapes_what_users_typed_and_inlines_plotly_once() -> None:
     assert page.count("* plotly.js v") == 1  # the library itself, inlined once
     assert "<script src=" not in page
     assert ">None<" not in page
+
+
+def _lines(found: object) -> list[str]:
+    return [str(p.children) for p in found.children]  # type: ignore[attr-defined]
+
+
+def test_runs_of_unknown_gpu_type_are_told_apart_from_the_one_known_type() -> None:
+    from dashboard.pages.hardware import UNKNOWN, what_to_run
+
+    # It used to say every selected run ran on the H100 while the chart held an unknown box.
+    said = _lines(what_to_run({"H100": ["a", "b"], UNKNOWN: ["c"]}, "k3_kl"))
+    assert said[0].startswith("Every selected run of known GPU type ran on one GPU type, H100")
+    assert said[-1].startswith("c: no known GPU type") and "gpu=" in said[-1]
+    alone = _lines(what_to_run({"H100": ["a", "b"]}, "k3_kl"))
+    assert alone[0].startswith("Every selected run ran on one GPU type, H100")
+    assert not any("no known GPU type" in line for line in alone)

@@ -39,7 +39,7 @@ def test_run_page_names_the_likely_cause_with_its_checks(migrated_db: Database) 
     assert "engine.logprobs_mode = raw_logprobs raises it" in text
 
 
-def test_run_page_says_the_cause_is_unknown_when_the_run_logs_no_signal(
+def test_run_page_says_there_is_nothing_to_read_when_the_run_logs_no_signal(
     migrated_db: Database,
 ) -> None:
     ingest = IngestService(migrated_db)
@@ -52,4 +52,8 @@ def test_run_page_says_the_cause_is_unknown_when_the_run_logs_no_signal(
     section = find(
         run.layout(Reads.over(migrated_db), ReadScope.EVERY, {"run": "quiet"}), ids.RUN_ATTRIBUTION
     )
-    assert section is not None and "unknown" in _text(section)
+    # It used to say "unknown" (above the healthy level): a finding about data never read.
+    assert section is not None
+    text = _text(section)
+    assert "no mismatch signal" in text and "nothing to read" in text and "--map" in text
+    assert "unknown" not in text and "score" not in text

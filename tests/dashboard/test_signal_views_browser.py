@@ -1,8 +1,8 @@
 """The views show each run's own mismatch signal, in real headless Chromium against a real
 server: runs logged in TRL's names (mean |logp diff|, its importance-ratio mean) and slime's
 (sequence means) read on the runs list, the run page's first chart and the compare view as
-runs logging k3 do; a compare of runs that share no mismatch signal says so, and a run
-without the metric compared reads "no data", never "never"."""
+runs logging k3 do; a compare of runs that share no mismatch signal draws them on their
+family's common scale, and a run without the metric compared reads "no data", never "never"."""
 
 from __future__ import annotations
 
@@ -132,15 +132,21 @@ def test_compare_opens_on_the_signal_both_runs_log(server: Any, page: Any) -> No
     shot(page, "signals-compare")
 
 
-def test_compare_of_runs_sharing_no_signal_says_so_and_reads_no_data(
+def test_compare_of_runs_sharing_no_signal_draws_the_family_scale_and_reads_no_data(
     server: Any, page: Any
 ) -> None:
+    # It used to open on entropy and say only that the runs share no metric, though the alarms
+    # read both on the vllm-kl family's k3 scale: the compare now opens there.
     page.goto(server.url + "/compare?runs=k3-run,trl-bf16&ref=k3-run")
-    note = page.wait_for_selector("#compare-signal-note:has-text('share no mismatch metric')")
+    note = page.wait_for_selector("#compare-signal-note:has-text('common scale')")
     text = note.inner_text()
     assert "k3_kl" in text and "abs_logp_diff_mean" in text
-    first_chart(page)  # opens on a metric both log (entropy)
+    chart = first_chart(page)
+    assert {"k3 run (reference) · vllm-kl (k3)", "TRL bf16 · mean |logp diff|"} <= set(
+        chart["traces"]
+    )
     page.goto(server.url + "/compare?runs=k3-run,trl-bf16&ref=k3-run&metric=k3_kl")
+    page.wait_for_selector("#compare-signal-note:has-text('share no mismatch signal')")
     wait_for(
         lambda: _divergence(page).get("TRL bf16", "").startswith("no data"),
         message=lambda: f"divergence rows: {_divergence(page)}",

@@ -147,6 +147,18 @@ def test_cli_diagnose_prints_the_likeliest_cause_and_its_checks(server: Any) -> 
     assert missing.returncode == 2 and "404" in missing.stderr
 
 
+def test_a_run_without_a_signal_gets_no_cause_over_the_api_or_the_cli(server: Any) -> None:
+    quiet = [record("quiet", s, {"entropy": 1.0, "reward_mean": 0.5}) for s in range(STEPS)]
+    _ingest(server, {"run": run_upsert("quiet"), "records": quiet})
+    found = server.query("/api/v1/runs/quiet/attribution")
+    assert found["signal"] is None and "no mismatch signal" in found["missing"]
+    assert all(h["score"] == 0 for h in found["hypotheses"])
+    text = _diagnose("quiet", "--url", server.url)
+    assert text.returncode == 0, text.stderr
+    assert "no likely cause: This run logs no mismatch signal" in text.stdout
+    assert "likeliest" not in text.stdout
+
+
 def test_alert_diagnosis_carries_the_likely_cause_in_every_format(tmp_path: Path) -> None:
     db = Database(str(tmp_path / "d.duckdb"))
     migrate.upgrade(db)

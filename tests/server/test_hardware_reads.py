@@ -58,7 +58,8 @@ def _ingest(db: Database) -> dict[tuple[str, str, int], tuple[str, float]]:
         records = []
         for run, actor, step, gpu in half:
             value = _value(rng)
-            sent[(run, actor, step)] = (gpu or "unknown", value)
+            # steps on no known GPU type are a box of their run's own, never pooled
+            sent[(run, actor, step)] = (gpu or f"unknown GPU ({run})", value)
             records.append(
                 {
                     "run_id": run,
@@ -115,7 +116,7 @@ def test_per_gpu_distributions_equal_a_numpy_computation(migrated_db: Database) 
     query = Reads.over(migrated_db)
     _check(query.hardware.pooled(EVERY, project="hw", metric="k3_kl"), _reference(by_gpu, runs))
     moving = query.hardware.pooled(EVERY, run_ids=["hw-moving"], metric="k3_kl")
-    assert {h.gpu: h.actors for h in moving} == {H20: 1, A100: 1, "unknown": 1}
+    assert {h.gpu: h.actors for h in moving} == {H20: 1, A100: 1, "unknown GPU (hw-moving)": 1}
 
 
 def test_a_retained_run_counts_by_its_block_means(migrated_db: Database) -> None:

@@ -46,11 +46,20 @@ def test_a_run_without_a_signal_has_no_mismatch_panel() -> None:
     assert [p.name for p in run_panels(set(PLAIN))] == ["entropy", "reward"]
 
 
-def test_compare_opens_on_the_strongest_shared_signal_else_the_first_shared_metric() -> None:
+def test_compare_opens_on_the_shared_signal_else_the_family_scale_else_a_shared_metric() -> None:
     bf16 = {"training/vllm_kl", "abs_logp_diff_mean", "ratio_mean@trl", "entropy"}
     int8 = {"training/vllm_kl", "abs_logp_diff_mean", "entropy", "reward_mean"}
     assert compare_metric([bf16, int8]) == "abs_logp_diff_mean"
-    assert compare_metric([set(TRL), set(K3)]) == "entropy"  # no signal shared
+    # TRL's mean |d| beside a k3: both on the vllm-kl family's k3 scale, as the alarms read
+    # them (it used to open on entropy, the first metric they share by name)
+    assert compare_metric([set(TRL), set(K3)]) == signals.VLLM_KL
+    assert compare_metric([{"ratio_mean@trl"}, {"ratio_dev_1e4"}]) == signals.RATIO
+    # a measure no family holds comes before a plain shared metric
+    assert compare_metric([{"prob_diff_max", "entropy"}, {"prob_diff_max", "entropy"}]) == (
+        "prob_diff_max"
+    )
+    # one run logs no signal: the other's, so it reads "no data" (not "never" on entropy)
+    assert compare_metric([set(PLAIN), set(K3)]) == "k3_kl"
     assert compare_metric([{"training/vllm_kl"}, {"training/vllm_kl", "x"}]) == "training/vllm_kl"
     assert compare_metric([{"a"}, {"b"}]) is None and compare_metric([]) is None
 
@@ -58,6 +67,8 @@ def test_compare_opens_on_the_strongest_shared_signal_else_the_first_shared_metr
 def test_compare_menu_lists_every_metric_any_run_logs_shared_first() -> None:
     options = compare_options([{"training/vllm_kl", "k3_kl", "entropy"}, {"k3_kl", "grad_norm"}])
     assert options == ["k3_kl", "entropy", "grad_norm", "training/vllm_kl"]
+    mixed = compare_options([set(TRL), set(K3)])
+    assert mixed[0] == signals.VLLM_KL and {"abs_logp_diff_mean", "k3_kl"} <= set(mixed)
 
 
 # -- through a real server --------------------------------------------------------------------

@@ -55,8 +55,12 @@ class RunAttribution:
     steps: int
     hypotheses: tuple[Hypothesis, ...]
     checks: tuple[Check, ...]
+    missing: str | None = None
+    """Set when there was nothing to read (no mismatch signal, or no value of it): what is
+    missing and how to get it; every hypothesis then scores 0 and none is a finding."""
 
     @property
     def top(self) -> Hypothesis:
-        """The likeliest failure mode (an attribution always ranks at least one)."""
+        """The likeliest failure mode (an attribution always ranks at least one; with
+        `missing` set it is no finding)."""
         return self.hypotheses[0]
