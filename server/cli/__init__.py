@@ -10,7 +10,17 @@ from __future__ import annotations
 import typer
 
 from demo.cli import demo
-from server.cli import alarms, diagnose, importers, maintenance, parity, projects, serve, spool
+from server.cli import (
+    alarms,
+    diagnose,
+    importers,
+    maintenance,
+    parity,
+    projects,
+    serve,
+    signin,
+    spool,
+)
 from server.cli.members import members
 from server.cli.tokens import tokens
 
@@ -21,6 +31,7 @@ app = typer.Typer(
     add_completion=False,
 )
 serve.register(app)
+signin.register(app)
 app.add_typer(tokens, name="token")
 app.add_typer(members, name="member")
 alarms.register(app)
