@@ -13,6 +13,7 @@ from demo.cli import demo
 from server.cli import (
     alarms,
     diagnose,
+    import_trainers,
     importers,
     maintenance,
     parity,
@@ -39,6 +40,7 @@ projects.register(app)
 maintenance.register(app)
 parity.register(app)
 importers.register(app)
+import_trainers.register()
 spool.register(app)
 diagnose.register(app)
 app.command()(demo)

@@ -1,4 +1,5 @@
-"""`mismatch import tensorboard | mlflow | wandb`: bring runs logged elsewhere in as ordinary runs.
+"""`mismatch import tensorboard | mlflow | wandb | trainer-state | table`: bring runs logged
+elsewhere in as ordinary runs.
 
 Every source is read and checked whole before anything is written — its encoding, every row,
 and every record against the ingest contract — so a truncated, corrupt or oversized file stops
@@ -39,7 +40,8 @@ from server.storage import migrate as migrations
 from server.storage.db import Database
 
 imports = typer.Typer(
-    help="Import runs already logged to TensorBoard, MLflow or W&B (post-mortems).",
+    help="Import runs already logged to TensorBoard, MLflow, W&B, a Hugging Face Trainer's "
+    "trainer_state.json, or a CSV or JSON Lines table with a step column.",
     no_args_is_help=True,
 )
 
@@ -54,7 +56,8 @@ FrameworkOpt = Annotated[
     str | None,
     typer.Option(
         help="The framework that logged the runs (verl, trl, nemo-rl, openrlhf, slime, "
-        "ms-swift): its metric names are mapped onto ours"
+        "ms-swift), or auto to tell each run's from its names: its metric names are mapped "
+        "onto ours"
     ),
 ]
 FrameworkVersionOpt = Annotated[
@@ -80,6 +83,14 @@ AsRunOpt = Annotated[
     typer.Option(
         "--as-run",
         help="Store the (single) run under this id instead of one derived from its source",
+    ),
+]
+NameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        help="The (single) run's name in the runs list (default: the --as-run id when given, "
+        "else the source's file or directory name)",
     ),
 ]
 ImportDbOpt = Annotated[
@@ -170,6 +181,7 @@ def _run(
     metric_map: list[str] | None,
     as_run: str | None,
     full: bool,
+    name: str | None = None,
 ) -> None:
     """Read and check every source run, then store them all; print the summary."""
     labels = _labels(label)
@@ -183,10 +195,13 @@ def _run(
             labels=labels,
             run_id=as_run,
             metric_map=user_map,
+            name=name,
         )
         sources = read()
         if as_run is not None and len(sources) != 1:
             raise ImportFailed(f"--as-run names one run; the source holds {len(sources)}")
+        if name is not None and len(sources) != 1:
+            raise ImportFailed(f"--name names one run; the source holds {len(sources)}")
         plans = [plan_run(source, options) for source in sources]
         check(plans)
     except ImportFailed as exc:
@@ -195,7 +210,8 @@ def _run(
         fail(f"a source holds text that is not UTF-8 ({exc}); nothing was imported")
     summary = _send(plans, target, full) if target.url else _write(plans, target.db, full)
     for plan in plans:
-        typer.echo(f"run {plan.run_id}")
+        for line in plan.report():
+            typer.echo(line)
     for line in summary.lines():
         typer.echo(line)
 
@@ -256,6 +272,7 @@ def tensorboard(
     label: LabelOpt = None,
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
+    name: NameOpt = None,
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
@@ -274,6 +291,7 @@ def tensorboard(
         metric_map=metric_map,
         as_run=as_run,
         full=full,
+        name=name,
     )
 
 
@@ -294,6 +312,7 @@ def mlflow(
     label: LabelOpt = None,
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
+    name: NameOpt = None,
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
@@ -311,6 +330,7 @@ def mlflow(
         metric_map=metric_map,
         as_run=as_run,
         full=full,
+        name=name,
     )
 
 
@@ -333,6 +353,7 @@ def wandb(
     label: LabelOpt = None,
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
+    name: NameOpt = None,
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
@@ -356,6 +377,7 @@ def wandb(
         metric_map=metric_map,
         as_run=as_run,
         full=full,
+        name=name,
     )
 
 
