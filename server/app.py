@@ -16,7 +16,7 @@ from collectors._version import __version__
 from dashboard import create_dash
 from server.alarms import wiring
 from server.alarms.incidents import Grouping
-from server.api import errors
+from server.api import docs, errors
 from server.api.callers import Callers
 from server.api.crosssite import (
     CORS,
@@ -149,9 +149,12 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         ),
         default_response_class=JSONResponse,
         lifespan=lifespan,
+        docs_url=None,  # served from the package instead (server.api.docs): no CDN
+        redoc_url=None,
     )
     app.state.services = services
     errors.install(app)
+    docs.install(app)
     api = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance)
     for module in (*api, identity, personal_tokens, session, local_access, oidc):
         app.include_router(module.router)

@@ -34,7 +34,7 @@ OPEN_PATHS = frozenset(
     | {"/openapi.json", "/login/oidc", "/login/oidc/callback", "/login/link"}
 )
 """Paths that answer without a session: sign-in itself, liveness, the API's own documentation
-(no data in it) and /metrics (which checks a token itself)."""
+(no data in it; its assets under /docs/assets/ too) and /metrics (which checks a token itself)."""
 
 
 RELOAD_PAGE = (
@@ -58,7 +58,7 @@ class DashboardGate:
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != reader]
         scope = {**scope, "headers": headers}
         path = scope["path"]
-        if path.startswith("/api/") or path in OPEN_PATHS:
+        if path.startswith(("/api/", "/docs/assets/")) or path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         try:
