@@ -13,6 +13,7 @@ from demo.cli import demo
 from server.cli import (
     alarms,
     diagnose,
+    help_text,
     import_trainers,
     importers,
     maintenance,
@@ -44,6 +45,7 @@ import_trainers.register()
 spool.register(app)
 diagnose.register(app)
 app.command()(demo)
+help_text.reflow(app)
 
 
 def main() -> None:
