@@ -23,6 +23,7 @@ import typer
 from collectors._metric_map import parse as parse_map
 from server.cli.common import DEFAULT_DB, MaybeUrlOpt, fail
 from server.cli.import_check import check
+from server.identity import local_file
 from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
 from server.importers import wandb as wandb_source
@@ -247,10 +248,14 @@ def _write(plans: list[RunPlan], db: str, full: bool) -> Summary:
     except ImportFailed as exc:
         fail(exc.message)
     except Exception as exc:  # the database: locked by a running server, unreachable, …
-        hint = ""
         if "lock" in str(exc).lower():
-            hint = "; to import while the server runs, send through it: --url URL --token TOKEN"
-        fail(f"cannot write to {db}: {exc}{hint}")
+            found = local_file.for_db(db)
+            where = found.url if found is not None else "URL"
+            fail(
+                f"{db} is held by a running server; to import while it runs, send through it: "
+                f"--url {where} --token TOKEN"
+            )
+        fail(f"cannot write to {db}: {exc}")
     finally:
         if writer is not None:
             writer.close()

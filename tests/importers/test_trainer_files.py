@@ -200,3 +200,13 @@ def test_a_table_cut_short_is_refused(tmp_path: Path) -> None:
     path.write_text("step,k3_kl\n0,0.001\n1,0.00")
     with pytest.raises(SourceError, match="truncated"):
         table_source.read(path)
+
+
+def test_a_db_import_of_a_database_a_server_holds_names_that_servers_url(
+    tmp_path: Path, server_factory: Factory
+) -> None:
+    server, _ = _server_with_ingest_token(tmp_path, server_factory)
+    log = step_csv(tmp_path / "run.csv", steps=2)
+    refused = mismatch("import", "table", log, "--db", server.db)
+    assert refused.exit_code == 2
+    assert f"--url {server.url} --token TOKEN" in refused.output
