@@ -62,6 +62,7 @@ class LocalAccess:
         self._lock = threading.Lock()
         self._links: dict[str, float] = {}  # sha256 of a code → when it expires
         self._admin: tuple[str, str] | None = None  # (token id, whole token) of this run
+        self._token_name = TOKEN_NAME
 
     # -- the file ---------------------------------------------------------------------------
     def publish(self, *, url: str, db: str, port: int) -> local_file.LocalServer | None:
@@ -69,6 +70,8 @@ class LocalAccess:
         earlier run of a server left behind."""
         self.published = local_file.publish(url=url, db=db, port=port)
         if self.published is not None:
+            # named by port: replicas of one shared database on this machine keep theirs
+            self._token_name = f"{TOKEN_NAME} (port {port})"
             self._revoke_leftovers()
         return self.published
 
@@ -148,14 +151,14 @@ class LocalAccess:
                 self._admin = None
             if self._admin is None:
                 info, whole = self.tokens.create(
-                    project=None, scope="server-admin", name=TOKEN_NAME
+                    project=None, scope="server-admin", name=self._token_name
                 )
                 self._admin = (info.id, whole)
             return Principal(self._admin[0], ALL_PROJECTS, "server-admin")
 
     def _revoke_leftovers(self) -> None:
         for info in self.tokens.list(project=ALL_PROJECTS):
-            if info.name == TOKEN_NAME and info.scope == "server-admin":
+            if info.name == self._token_name and info.scope == "server-admin":
                 self.tokens.revoke(info.id)
 
 

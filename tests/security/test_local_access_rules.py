@@ -104,10 +104,24 @@ def test_the_credential_is_one_token_per_run_revoked_at_close(
     tokens.create(project="p", scope="ingest")
     first = local.credential()
     assert first is not None and local.credential() == first
-    made = [t for t in tokens.list() if t.name == TOKEN_NAME]
+    made = [t for t in tokens.list() if t.name.startswith(TOKEN_NAME)]
     assert len(made) == 1 and made[0].scope == "server-admin"
     local.close()
-    assert [t for t in tokens.list() if t.name == TOKEN_NAME] == []
+    assert [t for t in tokens.list() if t.name.startswith(TOKEN_NAME)] == []
+
+
+def test_a_restart_revokes_what_a_crashed_run_of_its_port_left_only(
+    parts: tuple[LocalAccess, TokenService, Clock], tmp_path: Path
+) -> None:
+    local, tokens, _ = parts
+    tokens.create(project="p", scope="ingest")
+    tokens.create(project=None, scope="server-admin", name=f"{TOKEN_NAME} (port 1)")
+    tokens.create(project=None, scope="server-admin", name=f"{TOKEN_NAME} (port 2)")
+    assert local.published is not None
+    local.published.path.unlink()  # as after a crash: the file is written anew
+    local.publish(url="http://127.0.0.1:1", db=str(tmp_path / "m.duckdb"), port=1)
+    left = sorted(t.name for t in tokens.list() if t.name.startswith(TOKEN_NAME))
+    assert left == [f"{TOKEN_NAME} (port 2)"]
 
 
 def test_a_server_without_its_file_offers_no_local_access(tmp_path: Path) -> None:
