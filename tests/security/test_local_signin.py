@@ -17,7 +17,7 @@ import pytest
 
 from server.identity import local_file
 from tests import web
-from tests.conftest import ROOT, STATE_DIR, ServerProcess
+from tests.conftest import ROOT, STATE_DIR, ServerProcess, free_port
 from tests.dashboard.chromium import launched
 
 pytestmark = [pytest.mark.security]
@@ -132,3 +132,14 @@ def test_a_database_held_by_the_server_names_the_server_in_use(
     assert held.returncode == 2
     assert f"--url {server.url}" in held.stderr
     assert "8765" not in held.stderr or server.url.endswith(":8765")
+
+
+def test_a_server_not_found_at_the_url_given_names_the_one_running_here(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    server = server_factory()
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    missed = _cli("rule", "list", "--url", nowhere)
+    assert missed.returncode == 2
+    assert f"cannot reach {nowhere}" in missed.stderr
+    assert f"pass --url {server.url}" in missed.stderr
