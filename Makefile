@@ -28,8 +28,14 @@ $(VENV)/bin/activate:
 	$(PIP) install -q --upgrade pip
 
 # The collectors are their own distribution (collectors/pyproject.toml), pinned by the server's.
-venv: $(VENV)/bin/activate
+# A stamp newer than both pyproject files means they are installed: `make run` starts at once,
+# and installs again only after a dependency changed.
+INSTALLED = $(VENV)/.installed
+$(INSTALLED): $(VENV)/bin/activate pyproject.toml collectors/pyproject.toml
 	$(PIP) install -q -e ./collectors -e .
+	touch $@
+
+venv: $(INSTALLED)
 
 run: venv
 	$(VENV)/bin/mismatch migrate --db $(DB)

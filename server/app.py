@@ -16,7 +16,7 @@ from collectors._version import __version__
 from dashboard import create_dash
 from server.alarms import wiring
 from server.alarms.incidents import Grouping
-from server.api import errors
+from server.api import docs, errors
 from server.api.callers import Callers
 from server.api.crosssite import (
     CORS,
@@ -35,6 +35,7 @@ from server.api.routes import (
     health,
     identity,
     ingest,
+    local_access,
     maintenance,
     oidc,
     personal_tokens,
@@ -48,6 +49,7 @@ from server.container import Services
 from server.domain.alarms import Alert
 from server.errors import NotFound
 from server.identity import wiring as people
+from server.identity.local_access import LocalAccess
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.projects import ProjectService
@@ -102,6 +104,7 @@ def build_services(settings: Settings, *, db: Database | None = None) -> Service
         sessions,
         ProjectService(db),
         people.build(settings, db, tokens=token_service, sessions=sessions),
+        LocalAccess(token_service, sessions),
         alarms=alarms,
     )
     if alarms is not None:
@@ -146,11 +149,14 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
         ),
         default_response_class=JSONResponse,
         lifespan=lifespan,
+        docs_url=None,  # served from the package instead (server.api.docs): no CDN
+        redoc_url=None,
     )
     app.state.services = services
     errors.install(app)
+    docs.install(app)
     api = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance)
-    for module in (*api, identity, personal_tokens, session, oidc):
+    for module in (*api, identity, personal_tokens, session, local_access, oidc):
         app.include_router(module.router)
     _document_ingest_body(app)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from server.alarms.wiring import Alarms
 from server.config import Settings
+from server.identity.local_access import LocalAccess
 from server.identity.wiring import People
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
@@ -31,6 +32,7 @@ class Services:
     sessions: Sessions
     projects: ProjectService
     people: People
+    local: LocalAccess  # the way in for the person at a loopback server's machine
     alarms: Alarms | None = None  # None when the server runs with alarms off
 
     def start(self) -> None:
@@ -43,6 +45,7 @@ class Services:
         """Stop the background work, write what is queued, release the database."""
         if self.alarms is not None:
             self.alarms.stop()
+        self.local.close()
         self.ingest.close()
         self.maintenance.stop()
         self.db.dispose()

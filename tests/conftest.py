@@ -34,6 +34,10 @@ from tests.waiting import wait_for as wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
+STATE_DIR = Path(tempfile.mkdtemp(prefix="mismatch-state-"))
+"""Where the servers this run starts keep their local access files (never the developer's)."""
+os.environ["MISMATCH_STATE_DIR"] = str(STATE_DIR)
+
 # Properties that name no budget of their own try Hypothesis's default share of this run's.
 hypothesis.settings.register_profile(
     "budget", max_examples=budget.examples(budget.DEFAULT_EXAMPLES)
@@ -280,6 +284,7 @@ def _no_monitor_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("MISMATCH_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("MISMATCH_STATE_DIR", str(STATE_DIR))
 
 
 @contextmanager

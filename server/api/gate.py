@@ -31,10 +31,10 @@ from server.identity.resolver import Identity
 
 OPEN_PATHS = frozenset(
     {"/login", "/logout", "/healthz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc"}
-    | {"/openapi.json", "/login/oidc", "/login/oidc/callback"}
+    | {"/openapi.json", "/login/oidc", "/login/oidc/callback", "/login/link"}
 )
 """Paths that answer without a session: sign-in itself, liveness, the API's own documentation
-(no data in it) and /metrics (which checks a token itself)."""
+(no data in it; its assets under /docs/assets/ too) and /metrics (which checks a token itself)."""
 
 
 RELOAD_PAGE = (
@@ -58,7 +58,7 @@ class DashboardGate:
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != reader]
         scope = {**scope, "headers": headers}
         path = scope["path"]
-        if path.startswith("/api/") or path in OPEN_PATHS:
+        if path.startswith(("/api/", "/docs/assets/")) or path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         try:
@@ -160,6 +160,8 @@ def login_page(*, next_path: str, message: str = "", sso: bool = False) -> str:
 <body style="font-family:sans-serif;max-width:420px;margin:80px auto">
 <h2>Mismatch Monitor</h2>
 <p>Sign in with a read or admin token (<code>mismatch token create --scope read …</code>).</p>
+<p id="local-signin">At the machine that runs the server, <code>mismatch signin</code> prints a
+one-time sign-in link.</p>
 {note}
 <form method="post" action="/login">
 <input type="hidden" name="next" value="{html.escape(next_path, quote=True)}">

@@ -10,7 +10,19 @@ from __future__ import annotations
 import typer
 
 from demo.cli import demo
-from server.cli import alarms, diagnose, importers, maintenance, parity, projects, serve, spool
+from server.cli import (
+    alarms,
+    diagnose,
+    help_text,
+    import_trainers,
+    importers,
+    maintenance,
+    parity,
+    projects,
+    serve,
+    signin,
+    spool,
+)
 from server.cli.members import members
 from server.cli.tokens import tokens
 
@@ -21,6 +33,7 @@ app = typer.Typer(
     add_completion=False,
 )
 serve.register(app)
+signin.register(app)
 app.add_typer(tokens, name="token")
 app.add_typer(members, name="member")
 alarms.register(app)
@@ -28,9 +41,11 @@ projects.register(app)
 maintenance.register(app)
 parity.register(app)
 importers.register(app)
+import_trainers.register()
 spool.register(app)
 diagnose.register(app)
 app.command()(demo)
+help_text.reflow(app)
 
 
 def main() -> None:

@@ -122,12 +122,15 @@ def receiver_add(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
-    """Add a webhook receiver; prints its id (and the signing secret when one was made)."""
-    if fmt == "standard" and secret is None:
+    """Add a webhook receiver; prints its id (and the signing secret when one was made), once
+    the server has accepted it: a refused target leaves no secret on the screen."""
+    made = fmt == "standard" and secret is None
+    if made:
         secret = new_secret()
-        typer.echo(f"signing secret (shown once): {secret}", err=True)
     body = {"project": project, "url": target, "format": fmt, "secret": secret}
     typer.echo(api(url, token, "POST", "/api/v1/receivers", body)["id"])
+    if made:
+        typer.echo(f"signing secret (shown once): {secret}", err=True)
 
 
 @receiver.command("list")

@@ -9,6 +9,7 @@ import httpx
 import typer
 
 from server.config import DEFAULT_DB, DEFAULT_PORT
+from server.identity import local_file
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
@@ -39,7 +40,11 @@ __all__ = [
     "TokenOpt",
     "UrlOpt",
     "api",
+    "elsewhere",
     "fail",
+    "holder",
+    "local_call",
+    "local_credential",
     "print_rows",
 ]
 
@@ -59,7 +64,10 @@ def api(
     *,
     params: dict[str, Any] | None = None,
 ) -> Any:
-    """One call to the server's API; a refusal exits with the server's own message."""
+    """One call to the server's API; a refusal exits with the server's own message. Without a
+    token, a loopback server started by this user lends its local admin credential."""
+    if not token:
+        token = local_credential(url)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     query = {k: v for k, v in (params or {}).items() if v is not None}
     try:
@@ -72,7 +80,7 @@ def api(
             timeout=30.0,
         )
     except httpx.HTTPError as exc:
-        fail(f"cannot reach {url}: {exc}")
+        fail(f"cannot reach {url}: {exc}{elsewhere(url)}")
     if response.status_code >= 400:
         try:
             detail = response.json().get("detail")
@@ -85,3 +93,68 @@ def api(
 def print_rows(rows: list[dict[str, Any]], keys: list[str]) -> None:
     for row in rows:
         typer.echo("\t".join("" if row.get(k) is None else str(row[k]) for k in keys))
+
+
+def local_call(url: str, path: str) -> Any:
+    """POST to a local-access endpoint of the loopback server at `url`, with the key of its
+    file (`server.identity.local_file`); exits naming what is missing."""
+    found = local_file.for_url(url)
+    if found is None:
+        fail(
+            f"no server started by this user runs at {url} on this machine{elsewhere(url)} "
+            "(local access needs the user who ran `mismatch serve`, on its machine)"
+        )
+    try:
+        response = httpx.post(
+            found.url + path, headers={local_file.KEY_HEADER: found.key}, timeout=30.0
+        )
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach {found.url}: {exc}")
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = response.text
+        fail(f"{found.url} answered {response.status_code}: {detail}")
+    return response.json()
+
+
+def local_credential(url: str) -> str | None:
+    """The local admin credential of the loopback server at `url`, when this user started
+    it; None otherwise (or while it needs no token)."""
+    found = local_file.for_url(url)
+    if found is None:
+        return None
+    try:
+        response = httpx.post(
+            found.url + "/api/v1/local/credential",
+            headers={local_file.KEY_HEADER: found.key},
+            timeout=30.0,
+        )
+        token = response.json().get("token") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    return token if isinstance(token, str) else None
+
+
+def elsewhere(url: str) -> str:
+    """A hint naming the servers this user runs here, when `url` is none of them."""
+    others = [s.url for s in local_file.running() if local_file.for_url(url) != s]
+    if not others:
+        return ""
+    return f"; the server running here is at {' and '.join(others)}: pass --url {others[0]}"
+
+
+def holder(db: str) -> str:
+    """The error for a database a running server holds, naming that server where it is ours."""
+    found = local_file.for_db(db)
+    if found is None:
+        return (
+            f"{db} is held by a running server: pass --url with that server's address "
+            "(and --token with an admin token, or run it as the user who started the server)"
+        )
+    return (
+        f"{db} is held by the server at {found.url}: pass --url {found.url} (on this machine, "
+        "as the user who started it, no token is needed; `mismatch signin --url "
+        f"{found.url}` signs the browser in)"
+    )

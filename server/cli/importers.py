@@ -1,4 +1,5 @@
-"""`mismatch import tensorboard | mlflow | wandb`: bring runs logged elsewhere in as ordinary runs.
+"""`mismatch import tensorboard | mlflow | wandb | trainer-state | table`: bring runs logged
+elsewhere in as ordinary runs.
 
 Every source is read and checked whole before anything is written — its encoding, every row,
 and every record against the ingest contract — so a truncated, corrupt or oversized file stops
@@ -22,6 +23,7 @@ import typer
 from collectors._metric_map import parse as parse_map
 from server.cli.common import DEFAULT_DB, MaybeUrlOpt, fail
 from server.cli.import_check import check
+from server.identity import local_file
 from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
 from server.importers import wandb as wandb_source
@@ -39,7 +41,8 @@ from server.storage import migrate as migrations
 from server.storage.db import Database
 
 imports = typer.Typer(
-    help="Import runs already logged to TensorBoard, MLflow or W&B (post-mortems).",
+    help="Import runs already logged to TensorBoard, MLflow, W&B, a Hugging Face Trainer's "
+    "trainer_state.json, or a CSV or JSON Lines table with a step column.",
     no_args_is_help=True,
 )
 
@@ -54,7 +57,8 @@ FrameworkOpt = Annotated[
     str | None,
     typer.Option(
         help="The framework that logged the runs (verl, trl, nemo-rl, openrlhf, slime, "
-        "ms-swift): its metric names are mapped onto ours"
+        "ms-swift), or auto to tell each run's from its names: its metric names are mapped "
+        "onto ours"
     ),
 ]
 FrameworkVersionOpt = Annotated[
@@ -80,6 +84,14 @@ AsRunOpt = Annotated[
     typer.Option(
         "--as-run",
         help="Store the (single) run under this id instead of one derived from its source",
+    ),
+]
+NameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        help="The (single) run's name in the runs list (default: the --as-run id when given, "
+        "else the source's file or directory name)",
     ),
 ]
 ImportDbOpt = Annotated[
@@ -170,6 +182,7 @@ def _run(
     metric_map: list[str] | None,
     as_run: str | None,
     full: bool,
+    name: str | None = None,
 ) -> None:
     """Read and check every source run, then store them all; print the summary."""
     labels = _labels(label)
@@ -183,10 +196,13 @@ def _run(
             labels=labels,
             run_id=as_run,
             metric_map=user_map,
+            name=name,
         )
         sources = read()
         if as_run is not None and len(sources) != 1:
             raise ImportFailed(f"--as-run names one run; the source holds {len(sources)}")
+        if name is not None and len(sources) != 1:
+            raise ImportFailed(f"--name names one run; the source holds {len(sources)}")
         plans = [plan_run(source, options) for source in sources]
         check(plans)
     except ImportFailed as exc:
@@ -195,7 +211,8 @@ def _run(
         fail(f"a source holds text that is not UTF-8 ({exc}); nothing was imported")
     summary = _send(plans, target, full) if target.url else _write(plans, target.db, full)
     for plan in plans:
-        typer.echo(f"run {plan.run_id}")
+        for line in plan.report():
+            typer.echo(line)
     for line in summary.lines():
         typer.echo(line)
 
@@ -231,10 +248,14 @@ def _write(plans: list[RunPlan], db: str, full: bool) -> Summary:
     except ImportFailed as exc:
         fail(exc.message)
     except Exception as exc:  # the database: locked by a running server, unreachable, …
-        hint = ""
         if "lock" in str(exc).lower():
-            hint = "; to import while the server runs, send through it: --url URL --token TOKEN"
-        fail(f"cannot write to {db}: {exc}{hint}")
+            found = local_file.for_db(db)
+            where = found.url if found is not None else "URL"
+            fail(
+                f"{db} is held by a running server; to import while it runs, send through it: "
+                f"--url {where} --token TOKEN"
+            )
+        fail(f"cannot write to {db}: {exc}")
     finally:
         if writer is not None:
             writer.close()
@@ -256,6 +277,7 @@ def tensorboard(
     label: LabelOpt = None,
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
+    name: NameOpt = None,
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
@@ -274,6 +296,7 @@ def tensorboard(
         metric_map=metric_map,
         as_run=as_run,
         full=full,
+        name=name,
     )
 
 
@@ -294,6 +317,7 @@ def mlflow(
     label: LabelOpt = None,
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
+    name: NameOpt = None,
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
@@ -311,6 +335,7 @@ def mlflow(
         metric_map=metric_map,
         as_run=as_run,
         full=full,
+        name=name,
     )
 
 
@@ -333,6 +358,7 @@ def wandb(
     label: LabelOpt = None,
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
+    name: NameOpt = None,
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
@@ -356,6 +382,7 @@ def wandb(
         metric_map=metric_map,
         as_run=as_run,
         full=full,
+        name=name,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from server.cli.common import DEFAULT_DB, DEFAULT_URL, DbOpt, MaybeUrlOpt, TokenOpt, api, fail
+from server.cli.common import DEFAULT_DB, DbOpt, MaybeUrlOpt, TokenOpt, api, fail, holder
 from server.domain.identity import MEMBER_KINDS, ROLES
 from server.errors import MonitorError
 from server.identity.members import Members
@@ -38,7 +38,7 @@ def _open(db: str) -> tuple[Database, Members]:
     except Exception as exc:
         database.dispose()
         if "lock" in str(exc).lower():
-            fail(f"{db} is held by a running server: pass --url {DEFAULT_URL} and --token")
+            fail(holder(db))
         fail(f"cannot open {db}: {exc}")
     return database, Members(database)
 

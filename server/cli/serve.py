@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,9 +19,13 @@ from server.cli.identity_options import (
     OidcIssuerOpt,
 )
 from server.config import DEFAULT_PORT, Settings
+from server.identity.local_access import LocalAccess
 from server.storage import compaction
 from server.storage import migrate as migrations
 from server.storage.db import Database
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 MaxInflightOpt = Annotated[
     int | None,
@@ -168,16 +172,38 @@ def _start(settings: Settings) -> None:
         f"  feed it: collectors.init(url='{settings.base_url}')  or  make demo   "
         f"API docs: {settings.base_url}/docs"
     )
-    uvicorn.run(
-        application,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        # The auth proxy is trusted by its TCP address: never let a forwarded-for header
-        # stand in for it.
-        proxy_headers=not settings.auth_proxy_header,
+    local = _offer_signin(application, settings) if settings.is_loopback else None
+    try:
+        uvicorn.run(
+            application,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            # The auth proxy is trusted by its TCP address: never let a forwarded-for header
+            # stand in for it.
+            proxy_headers=not settings.auth_proxy_header,
+        )
+    finally:  # also when uvicorn never started the app (its port was taken)
+        if local is not None:
+            local.close()
+
+
+def _offer_signin(application: FastAPI, settings: Settings) -> LocalAccess | None:
+    """Write the local access file and say how the person at this machine gets in: a one-time
+    sign-in link now when tokens are required, `mismatch signin` at any later time."""
+    local: LocalAccess = application.state.services.local
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{host}:{settings.port}"
+    if local.publish(url=url, db=settings.db, port=settings.port) is None:
+        return None  # another server holds the port: uvicorn says so next
+    if local.tokens.auth_enabled():
+        typer.echo(f"  sign in (this machine, one use, 10 min): {local.link().url}")
+    typer.echo(
+        f"  locked out of the dashboard or the admin commands? on this machine: "
+        f"mismatch signin --url {url}"
     )
+    return local
 
 
 def _require_tokens(settings: Settings) -> None:

@@ -13,9 +13,19 @@ from typing import Annotated, Any
 import typer
 
 from server.auth import OPEN
-from server.cli.common import DEFAULT_DB, DEFAULT_URL, DbOpt, MaybeUrlOpt, TokenOpt, api, fail
+from server.cli.common import (
+    DEFAULT_DB,
+    DbOpt,
+    MaybeUrlOpt,
+    TokenOpt,
+    api,
+    fail,
+    holder,
+    local_call,
+)
 from server.domain.scopes import SCOPES
 from server.errors import MonitorError
+from server.identity import local_file
 from server.identity.members import Members
 from server.identity.personal_tokens import PersonalTokens, is_personal
 from server.services.tokens import TokenService
@@ -32,10 +42,7 @@ def _open(db: str) -> tuple[Database, TokenService]:
     except Exception as exc:
         database.dispose()
         if "lock" in str(exc).lower():
-            fail(
-                f"{db} is held by a running server: pass --url {DEFAULT_URL} "
-                "(and --token with an admin token when auth is on)"
-            )
+            fail(holder(db))
         fail(f"cannot open {db}: {exc}")
     return database, TokenService(database)
 
@@ -78,6 +85,9 @@ def create(
         created = api(url, token, "POST", "/api/v1/tokens", body)
         typer.echo(created["token"])
         typer.echo(f"created {scope} token {created['id']} for project {project}", err=True)
+        if local_file.for_url(url) is not None:
+            link = local_call(url, "/api/v1/local/signin-link")["url"]
+            typer.echo(f"dashboard sign-in on this machine (one use, 10 min): {link}", err=True)
         return
     database, service = _open(db)
     try:

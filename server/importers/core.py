@@ -29,8 +29,10 @@ from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
 from collectors._metric_map import CONFIG_KEY as MAP_KEY
 from collectors._metric_map import overlay
 from server.domain.records import Record, RunUpsert
+from server.importers import hints
 
-Kind = Literal["tensorboard", "mlflow", "wandb"]
+Kind = Literal["tensorboard", "mlflow", "wandb", "trainer_state", "table"]
+AUTO = "auto"  # --framework auto: each run's framework told from its names (hints)
 
 MAX_NAME = 200  # the ingest contract's limit on a metric name (server/schemas/ingest.py)
 MAX_METRICS = 2000  # the ingest contract's limit on the metrics of one record
@@ -119,6 +121,8 @@ class Options:
     run_id: str | None = None
     metric_map: Mapping[str, str] = field(default_factory=dict)
     """The user's own names → canonical ones (collectors._metric_map), checked by the caller."""
+    name: str | None = None
+    """The run's name as lists show it (default: `run_id` when given, else the source's)."""
 
 
 @dataclass
@@ -175,6 +179,38 @@ class RunPlan:
     skipped: dict[str, str]
     steps_out_of_range: int = 0
     checked: CheckedRun | None = None  # what the contract check accepted, as domain types
+    framework: str | None = None  # the adapter its names went through (told, or found by auto)
+    framework_note: str = ""  # how `--framework auto` decided, for the summary
+
+    @property
+    def stored(self) -> set[str]:
+        """Every metric name the run's records store."""
+        return {name for record in self.records for name in record["metrics"]}
+
+    def report(self) -> list[str]:
+        """What the summary says of this run: the mismatch signal it stores, or what to map."""
+        head = f"run {self.run_id} ({self.run['name']})"
+        if self.framework_note:
+            head += f": {self.framework_note}"
+        found = hints.signals(self.stored)
+        if found:
+            return [head, f"  mismatch signal: {', '.join(found)}"]
+        out = [head, "  no mismatch signal stored: its mismatch column and panel stay empty"]
+        maybe = hints.lookalikes(self.kept)
+        if maybe:
+            listed = ", ".join(f"{name} (likely {target})" for name, target in maybe)
+            out.append(f"  kept names that look like one: {listed}")
+            out.append(
+                f"  if that is what they compute (METRICS.md), import again with: "
+                f"{hints.map_option(maybe)}"
+            )
+        else:
+            out.append(
+                "  no kept name looks like one: log the collectors' metrics, or map the name "
+                "that measures the gap with --map NAME=k3_kl (or k1_kl, abs_logp_diff_mean, "
+                "ratio_mean; see METRICS.md)"
+            )
+        return out
 
     def start(self, after: int | None) -> int:
         """The index of the first record at step `after` or later (0 when None)."""
@@ -195,7 +231,13 @@ def run_id_for(kind: Kind, key: str) -> str:
     """A run id that the same source always gets (so a second import finds the first), readable
     and within the contract's pattern: the kind, a slug of the key's tail, and a short hash of
     the whole key so two sources with the same tail stay apart."""
-    prefix = {"tensorboard": "tb", "mlflow": "mlflow", "wandb": "wandb"}[kind]
+    prefix = {
+        "tensorboard": "tb",
+        "mlflow": "mlflow",
+        "wandb": "wandb",
+        "trainer_state": "hf",
+        "table": "table",
+    }[kind]
     tail = _SLUG.sub("-", key.rstrip("/").rsplit("/", 1)[-1]).strip("-._")[:80] or "run"
     digest = hashlib.sha256(key.encode()).hexdigest()[:8]
     return f"{prefix}-{tail}-{digest}"
@@ -206,16 +248,32 @@ def check_framework(framework: str | None) -> str | None:
     if framework is None:
         return None
     wanted = framework.strip().lower().replace("_", "-")
-    if wanted not in FRAMEWORKS:
+    if wanted != AUTO and wanted not in FRAMEWORKS:
         raise ImportFailed(
-            f"unknown framework {framework!r}: expected one of {', '.join(FRAMEWORKS)}"
+            f"unknown framework {framework!r}: expected {AUTO} or one of {', '.join(FRAMEWORKS)}"
         )
     return wanted
 
 
+def _resolve_framework(source: SourceRun, framework: str | None) -> tuple[str | None, str]:
+    """The framework a run's names go through, and for `auto` a note of what was decided."""
+    if framework != AUTO:
+        return framework, ""
+    names = {name for values in source.steps.values() for name in values}
+    found, tied = hints.detect_framework(names)
+    if found is not None:
+        return found, f"framework {found} (told from its names)"
+    if tied:
+        return None, (
+            f"framework not told apart ({' or '.join(tied)} know the same names): names kept "
+            "as they are; pass --framework"
+        )
+    return None, "no framework's names found: names kept as they are"
+
+
 def plan_run(source: SourceRun, options: Options) -> RunPlan:
     """Map one source run's names and lay out what ingest should store (see the module)."""
-    framework = check_framework(options.framework)
+    framework, note = _resolve_framework(source, check_framework(options.framework))
     skipped = dict(source.skipped)
     mapped: set[str] = set()
     kept: set[str] = set()
@@ -276,6 +334,8 @@ def plan_run(source: SourceRun, options: Options) -> RunPlan:
         kept=kept - mapped,
         skipped={k: v for k, v in skipped.items() if k not in mapped and k not in kept},
         steps_out_of_range=len(source.steps) - len(in_range),
+        framework=framework,
+        framework_note=note,
     )
 
 
@@ -319,7 +379,7 @@ def _upsert(
     # A post-mortem imports a run that has ended; "finished" keeps it out of the live views.
     run: dict[str, Any] = {
         "id": run_id,
-        "name": source.name[:200],
+        "name": (options.name or options.run_id or source.name)[:200],
         "config": config,
         "status": "finished",
     }

@@ -167,7 +167,7 @@ def test_an_import_works_while_serve_holds_the_duckdb_file(
     csv = write_csv(tmp_path / "history.csv", 20)
     direct = mismatch("import", "wandb", csv, "--db", server.db)
     assert direct.exit_code == 2
-    assert "--url URL --token TOKEN" in direct.stderr
+    assert f"--url {server.url} --token TOKEN" in direct.stderr  # the server in use
     through = mismatch("import", "wandb", csv, "--url", server.url, "--as-run", "held")
     assert through.exit_code == 0, through.output
     assert server.query("/api/v1/runs/held")["id"] == "held"

@@ -106,6 +106,7 @@ def test_serve_takes_settings_from_flags_then_the_environment(
     seen: list[Any] = []
     monkeypatch.setattr("server.app.create_app", lambda settings: seen.append(settings))
     monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setattr("server.cli.serve._offer_signin", lambda *args: None)
     monkeypatch.setenv("MISMATCH_RETENTION_DAYS", "45")
     monkeypatch.setenv("MISMATCH_WEBHOOK_ALLOW", "10.0.0.0/8")
     db = str(tmp_path / "flags.duckdb")
@@ -156,6 +157,7 @@ def test_serve_takes_host_origin_and_budget_settings_from_flags_then_the_environ
     seen: list[Any] = []
     monkeypatch.setattr("server.app.create_app", lambda settings: seen.append(settings))
     monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setattr("server.cli.serve._offer_signin", lambda *args: None)
     monkeypatch.setenv("MISMATCH_ALLOWED_HOSTS", "env.lan,10.0.0.9")
     db = str(tmp_path / "flags.duckdb")
     runner = CliRunner()
