@@ -92,3 +92,14 @@ class DeadLetters:
                     return self.steps
             self.steps = 0
             return 0
+
+
+def say_spool_full(directory: Path, max_bytes: int) -> None:
+    """Said once when steps are dropped because the spool cannot take them: they are gone."""
+    say(
+        log,
+        f"the spool at {directory} is full ({max_bytes >> 20} MiB) or its disk refuses writes "
+        "while the monitor server is away: steps are being dropped (counted in "
+        "stats()['dropped']['spool_full']); bring the server back or give the spool room "
+        "(spool_max_bytes, MISMATCH_SPOOL_DIR)",
+    )

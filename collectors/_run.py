@@ -122,7 +122,7 @@ class Run:
             step, rollout_logprobs, trainer_logprobs, metrics
         )
         if problem:
-            self._warn_loud("one_side", problem)
+            self._warn_once("one_side", problem)
             self._worker.dropped["one_side"] += 1
         if rollout_logprobs is not None and trainer_logprobs is not None:
             try:
@@ -145,7 +145,7 @@ class Run:
         if metrics:
             values.update(metrics)
         if not values and not buckets and summary is None and not problem:
-            self._warn_loud(
+            self._warn_once(
                 "empty_step",
                 f"log_step(step={step}) was given nothing to store: pass rollout and trainer "
                 "logprobs, or metrics={...}",
@@ -331,16 +331,11 @@ class Run:
             upsert["status"] = "running"
             self._worker.describe(upsert)
 
-    def _warn_loud(self, key: str, message: str) -> None:
+    def _warn_once(self, key: str, message: str) -> None:
         """Once per `key`, where the person at the trainer sees it (`collectors._say`)."""
         if key not in self._warned:
             self._warned.add(key)
             say(log, message)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(message)
 
 
 def _now() -> float:

@@ -12,9 +12,8 @@
 - A server that does not speak this client's ingest format (a 400 naming both versions) is a
   permanent answer for this process: the worker logs it once, stops sending, and keeps every
   batch in the spool (counted as `incompatible`), to be replayed by an upgraded client or server.
-- A batch the server refuses for good (another 4xx) is kept as a dead letter with the server's
-  reason (`_dead`), said once per reason, and `flush`/`close` answer False while it is on disk.
-- Every batch names its run's project, so a run id used in several projects is never ambiguous.
+- A batch refused for good (another 4xx) is a dead letter (`_dead`); every batch names its
+  run's project, so a run id used in several projects is never ambiguous.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from collectors._backoff import Backoff
-from collectors._dead import DeadLetters
+from collectors._dead import DeadLetters, say_spool_full
 from collectors._fork import reset_in_forked_children
 from collectors._http import Answer, HttpTransport, Transport, classify
 from collectors._spool import LeftBehind, Spool
@@ -108,8 +107,7 @@ class Worker:
             return False
 
     def describe(self, run: Mapping[str, Any]) -> None:
-        """The run as the server should know it, from the next batch on (its config changed).
-        The host pushes it here, so this thread never reads the host's state."""
+        """The run as the server should know it from the next batch on, pushed by the host."""
         self._run = dict(run)
         self._run_pending = True
 
@@ -117,10 +115,9 @@ class Worker:
         return dict(self._run)  # a copy: a batch may be spooled while the next one is built
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Deliver what was submitted and replay the spool within `timeout`, trying the server
-        at once whatever its back-off. True when nothing is left to send (a spool kept for a
-        server of another ingest format waits for an upgrade and does not count); what is
-        left otherwise is logged once."""
+        """Deliver what was submitted and replay the spool within `timeout`, at once whatever
+        the back-off. True when all is stored (a spool kept for a server of another ingest
+        format waits for an upgrade); what is left is said once, and dead letters count."""
         try:
             drained = self._drain(timeout)
             if drained:
@@ -367,16 +364,21 @@ class Worker:
             if incompatible:
                 self.counters["incompatible"] += len(batch["records"])
         else:
-            self.dropped["spool_full"] += len(batch["records"]) + len(batch["annotations"])
+            self._spool_full(len(batch["records"]) + len(batch["annotations"]))
 
     def _spill(self, items: list[tuple[str, dict[str, Any]]]) -> bool:
-        """Straight to the spool (queue full, or closed): the caller's thread, one fsync."""
+        """Straight to the spool (queue full, or closed): on the caller's thread."""
         batch = self._batch(items, with_run=True)
         if self.spool.append(batch):
             self.counters["spooled"] += len(batch["records"])
             return True
-        self.dropped["spool_full"] += len(items)
+        self._spool_full(len(items))
         return False
+
+    def _spool_full(self, lost: int) -> None:  # neither sent nor kept: said once, counted
+        if not self.dropped["spool_full"]:
+            say_spool_full(self.spool.directory, self.spool.max_bytes)
+        self.dropped["spool_full"] += lost
 
     def _replay(self) -> None:
         for claimed, batches in self.spool.claim():
