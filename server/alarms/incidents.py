@@ -109,16 +109,18 @@ def notices(
         if not now:
             continue
         fresh = [a for a in opened if a.incident_id == incident and not a.silenced]
-        # A firing or follow-up tells the alerts as they opened, even when they ended in the
-        # same round (a short spike): its state and figures are those of its own moment.
-        opening = ordered({**before, **{a.id: a for a in fresh}}.values())
         if not before:
             if fresh:
-                out.append(Notice("firing", incident, opening, opening[0]))
+                # An incident's first message tells its first alert as it opened, even when it
+                # ended in the same round (a short spike): the message's state and figures are
+                # those of its moment, and its end goes out after it as a message of its own.
+                first = {a.id: a for a in fresh}.get(now[0].id, now[0])
+                told = ordered([first, *now[1:]])
+                out.append(Notice("firing", incident, told, told[0]))
         elif fresh:
             was = max(RANK[a.severity] for a in before.values())
             top = max(fresh, key=lambda a: RANK[a.severity])
-            out.append(Notice("followup", incident, opening, top, RANK[top.severity] > was))
+            out.append(Notice("followup", incident, now, top, RANK[top.severity] > was))
         if any(_of(a) == incident for a in ended) and not any(a.open for a in now):
             kind: NoticeKind = "no_data" if any(a.state == "no_data" for a in now) else "resolved"
             out.append(Notice(kind, incident, now, now[0]))
