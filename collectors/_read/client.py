@@ -14,7 +14,6 @@ sees its project only.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -185,7 +184,7 @@ class Api:
         """The full-resolution history of the runs (`metrics`, or all) over [step_min,
         step_max], as a pandas (default), polars or Arrow frame: long (a row per value), or
         `wide` (a row per run, side, actor and step; a column per metric)."""
-        schema = _schema()
+        schema = frames.schema()
         values = frames.table(
             self.batches(
                 runs, metrics, step_min=step_min, step_max=step_max, source=source,
@@ -212,31 +211,19 @@ class Api:
         streamed: written under a temporary name beside it and renamed at the end, so an
         interrupted download leaves nothing half-written. `progress(done, total)` hears rows.
         The number of rows written."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         total = [0]
 
         def told(n: int) -> None:
             total[0] += n
 
-        handle, temp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".part", dir=target.parent
-        )
-        os.close(handle)
-        try:
-            rows = frames.write_file(
-                self.batches(
-                    runs, metrics, step_min=step_min, step_max=step_max, source=source,
-                    project=project, on_total=told,
-                ),
-                temp, format, _schema(),
-                None if progress is None else (lambda done: progress(done, total[0])),
-            )  # fmt: skip
-            os.replace(temp, target)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-        return rows
+        return frames.write_atomically(
+            self.batches(
+                runs, metrics, step_min=step_min, step_max=step_max, source=source,
+                project=project, on_total=told,
+            ),
+            path, format, frames.schema(),
+            None if progress is None else (lambda done: progress(done, total[0])),
+        )  # fmt: skip
 
     # -- what the server says about the runs -----------------------------------------------
     def alerts(
@@ -287,16 +274,3 @@ def _quote(text: str) -> str:
     import urllib.parse
 
     return urllib.parse.quote(text, safe="")
-
-
-def _schema() -> Any:
-    """The export's long form (what an answer without values still has)."""
-    pa = frames.need("pyarrow")
-    label = pa.dictionary(pa.int32(), pa.string())
-    return pa.schema(
-        [
-            *(pa.field(name, label, nullable=False) for name in frames.LABELS),
-            pa.field("step", pa.int64(), nullable=False),
-            pa.field("value", pa.float64(), nullable=False),
-        ]
-    )

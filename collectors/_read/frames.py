@@ -5,12 +5,29 @@ command that installs it."""
 from __future__ import annotations
 
 import importlib
+import os
+import tempfile
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 Kind = Literal["arrow", "pandas", "polars"]
 LABELS = ("project", "run_id", "source", "actor", "metric")
 WIDE_INDEX = ("project", "run_id", "source", "actor", "step")
+
+
+def schema() -> Any:
+    """The export's long form (what an answer without values still has): the labels as
+    dictionaries, then step and value."""
+    pa = need("pyarrow")
+    label = pa.dictionary(pa.int32(), pa.string())
+    return pa.schema(
+        [
+            *(pa.field(name, label, nullable=False) for name in LABELS),
+            pa.field("step", pa.int64(), nullable=False),
+            pa.field("value", pa.float64(), nullable=False),
+        ]
+    )
 
 
 def need(module: str) -> Any:
@@ -119,3 +136,34 @@ def _plain(kind: Any) -> Any:
 def _decoded(column: Any) -> Any:
     pa = need("pyarrow")
     return column.dictionary_decode() if isinstance(column, pa.DictionaryArray) else column
+
+
+def write_atomically(
+    batches: Iterable[Any], path: str | Path, fmt: str, schema: Any, progress: Any = None
+) -> int:
+    """`write_file` under a temporary name beside `path`, renamed to it once whole: an
+    interrupted write (an error, Ctrl-C, a lost connection) leaves nothing half-written."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.close(handle)
+    try:
+        rows = write_file(batches, temp, fmt, schema, progress)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return rows
+
+
+def write_text_atomically(text: str, path: str | Path) -> None:
+    """`text` into `path`, renamed into place once written (see `write_atomically`)."""
+    target = Path(path)
+    handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

@@ -10,7 +10,17 @@ from __future__ import annotations
 import typer
 
 from demo.cli import demo
-from server.cli import alarms, diagnose, importers, maintenance, parity, projects, serve, spool
+from server.cli import (
+    alarms,
+    diagnose,
+    exports,
+    importers,
+    maintenance,
+    parity,
+    projects,
+    serve,
+    spool,
+)
 from server.cli.members import members
 from server.cli.tokens import tokens
 
@@ -28,6 +38,7 @@ projects.register(app)
 maintenance.register(app)
 parity.register(app)
 importers.register(app)
+exports.register(app)
 spool.register(app)
 diagnose.register(app)
 app.command()(demo)
