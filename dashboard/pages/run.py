@@ -86,7 +86,7 @@ def layout(
             html.Div(
                 run_lines.sampler_only_line(detail.labels), id=ids.RUN_SAMPLER_ONLY, style=WARN
             ),
-            _controls(params, sorted({m.name for m in metrics})),
+            _controls(params, sorted({m.name for m in metrics}), view),
             dcc.Store(id=ids.RUN_PAGE, data=view.as_dict()),
             dcc.Store(id=ids.RUN_VIEW, data=view.as_dict()),
             dcc.Store(id=ids.RUN_ZOOM, data=run_data.zoom_of(view)),
@@ -154,7 +154,7 @@ def _radio(component_id: str, options: list[tuple[str, str]], value: str) -> Any
     )
 
 
-def _controls(params: dict[str, str], names: list[str]) -> Any:
+def _controls(params: dict[str, str], names: list[str], view: run_data.View) -> Any:
     return html.Div(
         [
             html.Span("more metrics "),
@@ -191,6 +191,13 @@ def _controls(params: dict[str, str], names: list[str]) -> Any:
             ),
             html.Button("series CSV", id=ids.RUN_CSV_BUTTON, style={"marginLeft": "12px"}),
             dcc.Download(id=ids.RUN_CSV),
+            html.A(
+                "full-resolution CSV",
+                id=ids.RUN_FULL_CSV,
+                href=run_data.full_csv_href(view),
+                title="Every stored value over the shown steps (GET /api/v1/export)",
+                style={"marginLeft": "12px"},
+            ),
         ]
     )
 
@@ -268,6 +275,10 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         _: int | None, extra: list[str] | None, view: run_data.ViewData
     ) -> dict[str, str]:
         return download(reads, reader(), extra or [], view)
+
+    @app.callback(Output(ids.RUN_FULL_CSV, "href"), Input(ids.RUN_VIEW, "data"))
+    def _full_csv(view: run_data.ViewData) -> str:
+        return run_data.full_csv_href(run_data.View.from_dict(view))
 
 
 @dataclass(frozen=True)

@@ -312,3 +312,39 @@ def test_the_export_is_in_the_openapi_document(
         "application/vnd.apache.arrow.stream", "application/vnd.apache.parquet",
         "text/csv; charset=utf-8",
     }  # fmt: skip
+
+
+def test_a_series_at_full_resolution_has_every_stored_step(
+    served: tuple[ServerProcess, dict[str, str]],
+) -> None:
+    server, made = served
+    got = server.query(
+        "/api/v1/runs/r1/series?metric=k3_kl&resolution=full&max_points=10", token=made["read_a"]
+    )
+    assert got["bucket_steps"] == 1 and not got["downsampled"]
+    steps = [p["step"] for p in got["points"]]
+    assert steps == list(range(COMPACTED + HOT))
+    want = [_value("k3_kl", "trainer-0", s) for s in steps]
+    _same_values(np.array([p["last"] for p in got["points"]]), np.array(want))
+    overlay = server.query(
+        "/api/v1/series?runs=r1&metrics=entropy,k3_kl&resolution=full&step_min=1795",
+        token=made["read_a"],
+    )
+    assert [len(s["points"]) for s in overlay["data"]] == [5, 5]
+
+
+def test_the_run_pages_full_resolution_csv_link_downloads_every_value(
+    served: tuple[ServerProcess, dict[str, str]],
+) -> None:
+    from dashboard.pages.run_data import View, full_csv_href
+
+    server, made = served
+    href = full_csv_href(View("r1", step_min=1590, step_max=1609))
+    response = web.get(
+        server.url + href, headers={"Authorization": f"Bearer {made['read_a']}"}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    frame = pd.read_csv(io.BytesIO(response.content))
+    assert len(frame) == 4 * 20
+    k3 = frame[frame["metric"] == "k3_kl"].set_index("step")["value"]
+    assert math.isnan(k3[1600]) and k3[1609] == _value("k3_kl", "trainer-0", 1609)

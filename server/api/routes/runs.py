@@ -18,7 +18,7 @@ from server.api.deps import ReaderDep, ReadScopeDep, ReadsDep
 from server.api.read_outs import hardware_out, listed, out, run_page_out
 from server.api.responses import model_response
 from server.auth import Principal
-from server.domain.names import ExemplarKind, RunKind
+from server.domain.names import ExemplarKind, Resolution, RunKind
 from server.domain.names import RunSort as Sort
 from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
@@ -51,6 +51,16 @@ BucketSteps = Annotated[
         "instead of a width fitting max_points: what a live view polls with to extend the "
         "buckets it holds (the `bucket_steps` of its first answer); refused when the range "
         "needs more than max_points of them",
+    ),
+]
+
+ResolutionParam = Annotated[
+    Resolution,
+    Query(
+        description="buckets (default): at most max_points step buckets, spikes kept; full: "
+        "every stored step its own bucket (min = max = mean = last = the value; an actor's own "
+        "values with `actor`), max_points and bucket_steps aside, refused (422) past 100000 "
+        "steps or where retention dropped the raw values: GET /api/v1/export reads any length"
     ),
 ]
 
@@ -151,6 +161,7 @@ async def get_series(
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
     bucket_steps: BucketSteps = None,
+    resolution: ResolutionParam = "buckets",
 ) -> Response:
     """Downsampled into at most `max_points` step buckets, each with min, max, mean and last
     over its finite values and counts of NaN/±Inf: a one-step spike is never lost."""
@@ -167,6 +178,7 @@ async def get_series(
                 step_max=step_max,
                 max_points=max_points,
                 bucket_steps=bucket_steps,
+                resolution=resolution,
             ),
         )
     )
@@ -201,6 +213,7 @@ async def overlay_series(
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
     bucket_steps: BucketSteps = None,
+    resolution: ResolutionParam = "buckets",
 ) -> Response:
     """Series of several runs (overlays) or several metrics (a run page), run by run in the
     order asked; a metric a run lacks is left out."""
@@ -220,6 +233,7 @@ async def overlay_series(
                 step_max=step_max,
                 max_points=max_points,
                 bucket_steps=bucket_steps,
+                resolution=resolution,
             ),
         )
     )
