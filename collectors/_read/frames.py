@@ -104,7 +104,10 @@ def write_file(
     pa = need("pyarrow")
     writer: Any
     if fmt == "parquet":
-        writer = need("pyarrow.parquet").ParquetWriter(path, schema, compression="zstd")
+        labels = [f.name for f in schema if pa.types.is_dictionary(f.type)]  # not the values
+        writer = need("pyarrow.parquet").ParquetWriter(
+            path, schema, compression="zstd", use_dictionary=labels
+        )
     elif fmt == "arrow":
         writer = need("pyarrow.ipc").new_stream(path, schema)
     elif fmt == "csv":

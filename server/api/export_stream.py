@@ -82,7 +82,10 @@ def encode(batches: Iterable[pa.RecordBatch], schema: pa.Schema, fmt: Format) ->
     if fmt == "arrow":
         writer = pa_ipc.new_stream(sink, schema)
     else:
-        writer = pq.ParquetWriter(sink, schema, compression="zstd")
+        # Dictionaries for the labels only: building one for the values (nearly all distinct)
+        # costs more than the whole rest of the write, before Parquet falls back from it.
+        labels = [f.name for f in schema if pa.types.is_dictionary(f.type)]
+        writer = pq.ParquetWriter(sink, schema, compression="zstd", use_dictionary=labels)
     try:
         yield sink.take()
         for batch in batches:
