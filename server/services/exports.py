@@ -9,8 +9,11 @@ connection, so a request holds one batch of values at a time whatever the runs h
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -23,6 +26,7 @@ from server.storage.db import Database
 MAX_RUNS = 1000
 MAX_METRICS = 1000
 SCHEMA = exports.SCHEMA
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,53 @@ class Export:
         return exports.count(self.heads)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        return exports.batches(self.db.read, self.reads, self.labels)
+        """The batches, the next one read while the caller writes out the one it holds."""
+        return read_ahead(exports.batches(self.db.read, self.reads, self.labels))
+
+
+def read_ahead(batches: Iterator[T]) -> Iterator[T]:
+    """`batches`, produced one ahead on a thread of their own: the database reads the next
+    batch while the answer encodes and sends this one (both release the GIL), so an export
+    costs about the longer of the two instead of their sum, holding at most two batches.
+    Closing the iterator (a client gone) stops the producer after the batch in hand."""
+    handed: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def hand(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                handed.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                if not hand(("batch", batch)):
+                    return
+            hand(("done", None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            hand(("error", exc))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    producer = threading.Thread(target=produce, name="export-read-ahead", daemon=True)
+    producer.start()
+    try:
+        while True:
+            kind, value = handed.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        producer.join()
 
 
 class ExportService:

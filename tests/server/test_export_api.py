@@ -376,3 +376,32 @@ def test_an_export_in_many_small_batches_holds_each_value_once_in_order(db_url: 
     assert got["step"].tolist() == want["step"].tolist()
     assert got["actor"].astype(str).tolist() == want["actor"].tolist()
     _same_values(got["value"].to_numpy(), want["value"].to_numpy())
+
+
+def test_reading_ahead_keeps_order_raises_the_readers_error_and_stops_when_closed() -> None:
+    from server.services.exports import read_ahead
+
+    assert list(read_ahead(iter(range(50)))) == list(range(50))
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise RuntimeError("database gone")
+
+    with pytest.raises(RuntimeError, match="database gone"):
+        list(read_ahead(failing()))
+
+    produced: list[int] = []
+    closed: list[bool] = []
+
+    def endless() -> Iterator[int]:
+        try:
+            for i in range(10**9):
+                produced.append(i)
+                yield i
+        finally:
+            closed.append(True)
+
+    ahead = read_ahead(endless())
+    assert [next(ahead) for _ in range(3)] == [0, 1, 2]
+    ahead.close()  # a client gone: the producer stops after at most the batch in hand
+    assert closed == [True] and len(produced) <= 6
