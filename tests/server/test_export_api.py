@@ -405,3 +405,23 @@ def test_reading_ahead_keeps_order_raises_the_readers_error_and_stops_when_close
     assert [next(ahead) for _ in range(3)] == [0, 1, 2]
     ahead.close()  # a client gone: the producer stops after at most the batch in hand
     assert closed == [True] and len(produced) <= 6
+
+
+def test_parity_reports_attribution_and_bucket_sums_come_back_as_records_and_frames(
+    served: tuple[ServerProcess, dict[str, str]],
+) -> None:
+    from tests.factories import parity_report
+
+    server, made = served
+    body = parity_report("parity-h100", project="a", vllm="0.32.0")
+    response = server.post("/api/v1/ingest", body, token=made["ingest_a"])
+    assert response.status_code == 200, response.text
+    api = _api(server, made)
+    reports = api.parity_reports("a")
+    assert [r.id for r in reports] == ["parity-h100"]
+    assert reports[0].kind == "parity" and reports[0].config == body["run"]["config"]
+    assert "parity-h100" not in {r.id for r in api.runs("a")}  # training runs by default
+    sums = api.buckets("parity-h100")
+    assert list(sums["run_id"].unique()) == ["parity-h100"] and sums["tokens"].sum() > 0
+    found = api.attribution("r1")
+    assert found["run_id"] == "r1" and "hypotheses" in found
