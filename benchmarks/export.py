@@ -8,7 +8,8 @@ metrics, written through the ingest path and compacted as the server compacts (6
 40 = 25.6 M values). Then, each the median of `--repeats` runs:
 - baseline: a direct read of the same values (run id, source, actor, metric, step, value) into
   an Arrow table in this process, with the database's own driver (DuckDB's Arrow result; on
-  PostgreSQL psycopg's rows, as a careful script would fetch them), the server stopped;
+  PostgreSQL psycopg's rows from a server-side cursor, 262,144 at a time, each chunk made an
+  Arrow table, as a careful script would fetch them), the server stopped;
 - parquet: `GET /api/v1/export?format=parquet` of every run, streamed to a file;
 - pandas: `collectors.Api().history(every run)` into one long pandas frame;
 each also as a ratio to the baseline (the target is ≤ 2×);
@@ -52,6 +53,10 @@ DIRECT = (
 )
 
 
+NAMES = ("run_id", "source", "actor", "metric", "step", "value")
+CHUNK = 1 << 18
+
+
 def direct_read(db_url: str) -> tuple[float, int]:
     """Seconds to read every value into an Arrow table in this process, and the rows read."""
     db = Database(db_url)
@@ -61,12 +66,15 @@ def direct_read(db_url: str) -> tuple[float, int]:
             raw: Any = conn.connection.driver_connection
             if db.is_duckdb:
                 table = raw.sql(DIRECT).to_arrow_table()
-            else:
-                with raw.cursor() as cursor:
+            else:  # a chunk of rows at a time: Python tuples of every row would not fit
+                with raw.cursor(name="direct") as cursor:
+                    cursor.itersize = CHUNK
                     cursor.execute(DIRECT)
-                    names = [c.name for c in cursor.description]
-                    columns = list(zip(*cursor.fetchall(), strict=True))
-                table = pa.table(dict(zip(names, columns, strict=True)))
+                    chunks = []
+                    while rows := cursor.fetchmany(CHUNK):
+                        columns = list(zip(*rows, strict=True))
+                        chunks.append(pa.table(dict(zip(NAMES, columns, strict=True))))
+                table = pa.concat_tables(chunks)
             return time.perf_counter() - started, table.num_rows
     finally:
         db.dispose()
@@ -141,8 +149,8 @@ def measure(
     db_url: str, runs: int, steps: int, repeats: int, say: Callable[[str], None]
 ) -> dict[str, Any]:
     ids = [run_id(i) for i in range(runs)]
-    direct_s = statistics.median(direct_read(db_url)[0] for _ in range(repeats))
-    rows = direct_read(db_url)[1]
+    reads = [direct_read(db_url) for _ in range(repeats)]
+    direct_s, rows = statistics.median(r[0] for r in reads), reads[0][1]
     say(f"  direct read of {rows:,} values into Arrow: {direct_s:.2f} s")
     proc, url = start_server(db_url)
     try:
