@@ -28,7 +28,7 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.access import Reader
-from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines
+from dashboard.pages import run_attribution, run_data, run_exemplars, run_export, run_lines
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
 from server.domain.reads.run_view import RunView
@@ -191,19 +191,14 @@ def _controls(params: dict[str, str], names: list[str], view: run_data.View) -> 
             ),
             html.Button("series CSV", id=ids.RUN_CSV_BUTTON, style={"marginLeft": "12px"}),
             dcc.Download(id=ids.RUN_CSV),
-            html.A(
-                "full-resolution CSV",
-                id=ids.RUN_FULL_CSV,
-                href=run_data.full_csv_href(view),
-                title="Every stored value over the shown steps (GET /api/v1/export)",
-                style={"marginLeft": "12px"},
-            ),
+            run_export.link(view),
         ]
     )
 
 
 def register(app: Any, reads: Reads, reader: Reader) -> None:
     run_exemplars.register(app, reads, reader)
+    run_export.register(app)
     # Zooms are filtered in the browser: a panel's resizes fire relayouts too, and a server
     # call for one would supersede (and so lose) the call for the zoom before it.
     app.clientside_callback(
@@ -275,10 +270,6 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         _: int | None, extra: list[str] | None, view: run_data.ViewData
     ) -> dict[str, str]:
         return download(reads, reader(), extra or [], view)
-
-    @app.callback(Output(ids.RUN_FULL_CSV, "href"), Input(ids.RUN_VIEW, "data"))
-    def _full_csv(view: run_data.ViewData) -> str:
-        return run_data.full_csv_href(run_data.View.from_dict(view))
 
 
 @dataclass(frozen=True)

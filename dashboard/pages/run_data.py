@@ -8,7 +8,6 @@ import csv
 import io
 import itertools
 import logging
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -119,21 +118,6 @@ def series_csv(found: RunView) -> str:
         for p in series.points:
             writer.writerow([metric, *(getattr(p, f) for f in CSV_FIELDS)])
     return buffer.getvalue()
-
-
-def full_csv_href(view: View) -> str:
-    """Where the view's values at full resolution download from: the export API (every stored
-    value of every metric over the view's step range, streamed as CSV), which the reader's
-    session opens as it opens the page."""
-    query = {
-        "runs": view.run,
-        "project": view.project,
-        "step_min": view.step_min,
-        "step_max": view.step_max,
-        "format": "csv",
-    }
-    shown = {k: str(v) for k, v in query.items() if v is not None}
-    return "/api/v1/export?" + urllib.parse.urlencode(shown)
 
 
 def alert_marks(found: RunView) -> list[Mark]:

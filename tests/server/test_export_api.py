@@ -337,7 +337,8 @@ def test_a_series_at_full_resolution_has_every_stored_step(
 def test_the_run_pages_full_resolution_csv_link_downloads_every_value(
     served: tuple[ServerProcess, dict[str, str]],
 ) -> None:
-    from dashboard.pages.run_data import View, full_csv_href
+    from dashboard.pages.run_data import View
+    from dashboard.pages.run_export import href as full_csv_href
 
     server, made = served
     href = full_csv_href(View("r1", step_min=1590, step_max=1609))

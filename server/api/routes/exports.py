@@ -14,6 +14,7 @@ from starlette.responses import StreamingResponse
 
 from server.api.deps import ReadScopeDep, ReadsDep
 from server.api.export_stream import MEDIA_TYPES, SUFFIXES, Format, encode
+from server.api.params import StepMax, StepMin
 from server.domain.names import Source
 from server.errors import Rejected
 from server.services.exports import SCHEMA
@@ -60,8 +61,8 @@ def export(
         Query(min_length=1, max_length=200_000, description="Metric names a,b,c (default: all)"),
     ] = None,
     source: Annotated[Source | None, Query(description="Only this side's series")] = None,
-    step_min: Annotated[int | None, Query(ge=0, le=2**53, description="First step")] = None,
-    step_max: Annotated[int | None, Query(ge=0, le=2**53, description="Last step")] = None,
+    step_min: StepMin = None,
+    step_max: StepMax = None,
     fmt: Annotated[
         Format, Query(alias="format", description="arrow (IPC stream), parquet or csv")
     ] = "arrow",

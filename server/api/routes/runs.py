@@ -15,10 +15,11 @@ from starlette.responses import HTMLResponse, Response
 from server.analysis.comparison import MAX_N_BOOT
 from server.api.bounded import AnalysisDep
 from server.api.deps import ReaderDep, ReadScopeDep, ReadsDep
+from server.api.params import ResolutionParam, StepMax, StepMin
 from server.api.read_outs import hardware_out, listed, out, run_page_out
 from server.api.responses import model_response
 from server.auth import Principal
-from server.domain.names import ExemplarKind, Resolution, RunKind
+from server.domain.names import ExemplarKind, RunKind
 from server.domain.names import RunSort as Sort
 from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
@@ -37,8 +38,6 @@ from server.schemas.query import (
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
-StepMin = Annotated[int | None, Query(ge=0, le=2**53, description="First step (inclusive)")]
-StepMax = Annotated[int | None, Query(ge=0, le=2**53, description="Last step (inclusive)")]
 MaxPoints = Annotated[int, Query(ge=1, le=100_000, description="At most this many step buckets")]
 Source = Annotated[Literal["trainer", "rollout"] | None, Query()]
 Name = Annotated[str, Query(min_length=1, max_length=200)]
@@ -51,16 +50,6 @@ BucketSteps = Annotated[
         "instead of a width fitting max_points: what a live view polls with to extend the "
         "buckets it holds (the `bucket_steps` of its first answer); refused when the range "
         "needs more than max_points of them",
-    ),
-]
-
-ResolutionParam = Annotated[
-    Resolution,
-    Query(
-        description="buckets (default): at most max_points step buckets, spikes kept; full: "
-        "every stored step its own bucket (min = max = mean = last = the value; an actor's own "
-        "values with `actor`), max_points and bucket_steps aside, refused (422) past 100000 "
-        "steps or where retention dropped the raw values: GET /api/v1/export reads any length"
     ),
 ]
 
