@@ -24,12 +24,15 @@ logging.getLogger("mismatch_monitor.collectors").addHandler(logging.NullHandler(
 if TYPE_CHECKING:
     from collectors._metrics import StepSummary, compute_step_metrics
     from collectors._parity import EngineOptions, ParityReport, parity
+    from collectors._read import Api, ApiError
     from collectors._run import Run, init
     from collectors._vllm import RolloutCollector
     from collectors._vocabulary import DEFAULT_EDGES
 
 __all__ = [
     "DEFAULT_EDGES",
+    "Api",
+    "ApiError",
     "EngineOptions",
     "ParityReport",
     "RolloutCollector",
@@ -41,6 +44,8 @@ __all__ = [
 ]
 
 _HOMES = {
+    "Api": "collectors._read",
+    "ApiError": "collectors._read",
     "DEFAULT_EDGES": "collectors._vocabulary",
     "StepSummary": "collectors._metrics",
     "compute_step_metrics": "collectors._metrics",

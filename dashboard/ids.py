@@ -42,6 +42,7 @@ RUN_INTERVAL = "run-interval"
 RUN_ANNOTATIONS = "run-annotations"
 RUN_CSV = "run-csv"
 RUN_CSV_BUTTON = "run-csv-button"
+RUN_FULL_CSV = "run-full-csv"
 RUN_ALERTS = "run-alerts"
 PANEL = "panel"  # pattern-matching type: {"type": PANEL, "index": group}
 

@@ -32,6 +32,7 @@ from server.api.responses import JSONResponse
 from server.api.routes import (
     alarms,
     attribution,
+    exports,
     health,
     identity,
     ingest,
@@ -155,7 +156,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     app.state.services = services
     errors.install(app)
     docs.install(app)
-    api = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance)
+    api = (health, ingest, runs, exports, attribution, projects, tokens, alarms, maintenance)
     for module in (*api, identity, personal_tokens, session, local_access, oidc):
         app.include_router(module.router)
     _document_ingest_body(app)

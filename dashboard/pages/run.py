@@ -28,7 +28,7 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.access import Reader
-from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines, runs_data
+from dashboard.pages import run_attribution, run_data, run_exemplars, run_export, run_lines
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
 from server.domain.metrics import MISMATCH_PANEL
@@ -39,7 +39,6 @@ from server.errors import Conflict, NotFound
 from server.figures.empty import no_signal_figure
 from server.figures.points import Note, points
 from server.figures.series import series_figure
-from server.figures.text import ROLLUPS_ONLY
 from server.services.reads import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
@@ -78,10 +77,7 @@ def layout(
         [
             html.H2(detail.name, id=ids.RUN_TITLE),
             html.Div(
-                f"{detail.id} · project {detail.project} · "
-                f"{runs_data.status_cell(detail.status, detail.ended_at)} · last step "
-                f"{_or_dash(detail.last_step)} · GPUs: {', '.join(detail.gpus) or 'unknown'}"
-                + (f" · {ROLLUPS_ONLY}" if detail.raw_dropped else ""),
+                run_lines.subtitle(detail),
                 id=ids.RUN_SUBTITLE,
                 style={"color": "#555", "marginBottom": "8px"},
             ),
@@ -89,7 +85,7 @@ def layout(
             html.Div(
                 run_lines.sampler_only_line(detail.labels), id=ids.RUN_SAMPLER_ONLY, style=WARN
             ),
-            _controls(params, sorted({m.name for m in metrics})),
+            _controls(params, sorted({m.name for m in metrics}), view),
             dcc.Store(id=ids.RUN_PAGE, data=view.as_dict()),
             dcc.Store(id=ids.RUN_VIEW, data=view.as_dict()),
             dcc.Store(id=ids.RUN_ZOOM, data=run_data.zoom_of(view)),
@@ -157,7 +153,7 @@ def _radio(component_id: str, options: list[tuple[str, str]], value: str) -> Any
     )
 
 
-def _controls(params: dict[str, str], names: list[str]) -> Any:
+def _controls(params: dict[str, str], names: list[str], view: run_data.View) -> Any:
     return html.Div(
         [
             html.Span("more metrics "),
@@ -194,12 +190,14 @@ def _controls(params: dict[str, str], names: list[str]) -> Any:
             ),
             html.Button("series CSV", id=ids.RUN_CSV_BUTTON, style={"marginLeft": "12px"}),
             dcc.Download(id=ids.RUN_CSV),
+            run_export.link(view),
         ]
     )
 
 
 def register(app: Any, reads: Reads, reader: Reader) -> None:
     run_exemplars.register(app, reads, reader)
+    run_export.register(app)
     # Zooms are filtered in the browser: a panel's resizes fire relayouts too, and a server
     # call for one would supersede (and so lose) the call for the zoom before it.
     app.clientside_callback(

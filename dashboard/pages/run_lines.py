@@ -1,14 +1,28 @@
-"""The lines under a run page's title that say how to read the run: what the user mapped its
-metric names to, and the sampler-only settings the server read in its config. Pure: text from
-the run's config and labels, None where there is nothing to say."""
+"""The lines under a run page's title that say how to read the run: where it stands (its id,
+project, how and when it ended, GPUs), what the user mapped its metric names to, and the
+sampler-only settings the server read in its config. Pure: text from the run's detail, None
+where there is nothing to say."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dashboard.pages.runs_data import status_cell
 from server.domain.metrics import METRIC_MAP_KEY
-from server.domain.reads.runs import JsonObject
+from server.domain.reads.runs import JsonObject, RunDetail
 from server.domain.sampler import SAMPLER_ONLY_LABEL
+from server.figures.text import ROLLUPS_ONLY
+
+
+def subtitle(detail: RunDetail) -> str:
+    """Id, project, status (with its end), last step and GPUs, in one line."""
+    last = "—" if detail.last_step is None else detail.last_step
+    line = (
+        f"{detail.id} · project {detail.project} · "
+        f"{status_cell(detail.status, detail.ended_at)} · last step {last} · "
+        f"GPUs: {', '.join(detail.gpus) or 'unknown'}"
+    )
+    return line + (f" · {ROLLUPS_ONLY}" if detail.raw_dropped else "")
 
 
 def metric_map_line(config: JsonObject) -> str | None:

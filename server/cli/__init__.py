@@ -13,6 +13,7 @@ from demo.cli import demo
 from server.cli import (
     alarms,
     diagnose,
+    exports,
     help_text,
     import_trainers,
     importers,
@@ -42,6 +43,7 @@ maintenance.register(app)
 parity.register(app)
 importers.register(app)
 import_trainers.register()
+exports.register(app)
 spool.register(app)
 diagnose.register(app)
 app.command()(demo)

@@ -35,6 +35,9 @@ RUN_KINDS: tuple[RunKind, ...] = ("training", "parity")
 DEFAULT_RUN_KIND: RunKind = "training"
 
 ExemplarKind = Literal["top", "uniform"]
+
+Resolution = Literal["buckets", "full"]
+"""A series read: step buckets fitting `max_points` (spikes kept), or every stored step."""
 """Which tokens of a step an exemplar stands for: `top`, the largest |log-ratio| of the step;
 `uniform`, a uniform sample of the step's tokens (an unbiased picture beside the worst ones)."""
 EXEMPLAR_KINDS: tuple[ExemplarKind, ...] = ("top", "uniform")

@@ -8,11 +8,13 @@ column order), so a read of thousands of buckets builds no object per bucket.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from server.domain.names import Resolution
 from server.domain.reads.scope import ReadScope
 from server.domain.reads.series import BucketGroup, BucketRow, BucketStep, Series, SeriesPoint
 from server.errors import Rejected
@@ -40,16 +42,20 @@ class SeriesQueries:
         step_max: int | None = None,
         max_points: int = 1000,
         bucket_steps: int | None = None,
+        resolution: Resolution = "buckets",
     ) -> Series:
+        if resolution == "full":
+            max_points, bucket_steps = MAX_POINTS_LIMIT, 1
         check_range(step_min, step_max, max_points, bucket_steps)
-        with self._db.read() as conn:
+        with self._db.read() as conn, _full_when(resolution == "full"):
             row = find(conn, run_id, scope.projects)
             source, heads = series.find(conn, row.pk, metric, source, actor)
             wanted = series.Wanted(
                 row.pk, source, heads, step_min, step_max, max_points, bucket_steps
             )
             result = series.read(conn, [wanted])[0]
-        return series_of(run_id, metric, source, actor, step_min, step_max, result)
+        found = series_of(run_id, metric, source, actor, step_min, step_max, result)
+        return _whole([found], resolution)[0]
 
     def run_series(
         self,
@@ -79,6 +85,7 @@ class SeriesQueries:
         step_max: int | None = None,
         max_points: int = 1000,
         bucket_steps: int | None = None,
+        resolution: Resolution = "buckets",
     ) -> list[Series]:
         """Each run's series of each metric, run by run in the order asked (an overlay is many
         runs × one metric, a run page one run × many), on one connection with one lookup of
@@ -87,12 +94,15 @@ class SeriesQueries:
             raise Rejected("give at least one run id in `runs` and one metric")
         if len(run_ids) * len(metrics) > MAX_GRID:
             raise Rejected(f"at most {MAX_GRID} series at once (runs × metrics)")
+        if resolution == "full":
+            max_points, bucket_steps = MAX_POINTS_LIMIT, 1
         check_range(step_min, step_max, max_points, bucket_steps)
-        with self._db.read() as conn:
+        with self._db.read() as conn, _full_when(resolution == "full"):
             rows = find_all(conn, run_ids, scope.projects)
-            return read_grid(
+            found = read_grid(
                 conn, rows, metrics, source, step_min, step_max, max_points, bucket_steps
             )
+        return _whole(found, resolution)
 
     def buckets(
         self,
@@ -141,6 +151,34 @@ class SeriesQueries:
                 dropped=row.raw_dropped_at is not None,
             )
         return [_bucket_step(r._mapping) for r in rows]
+
+
+@contextmanager
+def _full_when(full: bool) -> Iterator[None]:
+    """A full-resolution read too long for one answer, refused in the words of its fields."""
+    try:
+        yield
+    except Rejected as exc:
+        if not full or "max_points" not in exc.message:
+            raise
+        raise Rejected(
+            f"resolution=full answers at most {MAX_POINTS_LIMIT} steps per series: narrow "
+            "step_min/step_max, or read every value with GET /api/v1/export",
+            detail={"field": "step_max"},
+        ) from exc
+
+
+def _whole(found: list[Series], resolution: Resolution) -> list[Series]:
+    """`found`, when a full-resolution read got every raw value it asked for."""
+    if resolution == "full":
+        for s in found:
+            if s.rollup_only:
+                raise Rejected(
+                    f"resolution=full: retention dropped the raw values of {s.run_id}/{s.metric} "
+                    "in this range; only its roll-ups remain (resolution=buckets)",
+                    detail={"field": "resolution"},
+                )
+    return found
 
 
 def check_range(

@@ -14,6 +14,8 @@ from collectors._transport import Answer
 from tests.conftest import ROOT
 
 EXPORTED = {
+    "Api",
+    "ApiError",
     "DEFAULT_EDGES",
     "EngineOptions",
     "ParityReport",
@@ -67,6 +69,17 @@ def test_import_loads_neither_numpy_nor_torch() -> None:
 def test_the_parity_check_imports_no_engine_until_it_runs() -> None:
     heavy = "{'numpy', 'torch', 'transformers', 'vllm'}"
     code = f"import sys, collectors; collectors.parity; print(sorted({heavy} & set(sys.modules)))"
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_read_client_imports_no_frame_library_until_it_reads() -> None:
+    heavy = "{'numpy', 'pyarrow', 'pandas', 'polars', 'server'}"
+    code = (
+        "import sys, collectors; collectors.Api('http://127.0.0.1:9'); "
+        f"print(sorted({heavy} & set(sys.modules)))"
+    )
     result = _python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

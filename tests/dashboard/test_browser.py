@@ -212,3 +212,16 @@ def test_a_zoom_reads_the_steps_and_the_csv_is_what_is_drawn(
     k3 = [r for r in rows if r["metric"] == "k3_kl"]
     assert [int(r["step"]) for r in k3] == list(range(100, 201))
     assert float(k3[0]["mean"]) == 1e-3 * (1 + 100 % 7)
+
+    # The full-resolution link downloads the zoomed steps' stored values from the export.
+    page.wait_for_function(
+        "document.querySelector('#run-full-csv').href.includes('step_min=100')", timeout=30_000
+    )
+    with page.expect_download() as full:
+        page.click("#run-full-csv")
+    full_path = tmp_path / "full.csv"
+    full.value.save_as(str(full_path))
+    with full_path.open() as handle:
+        values = [r for r in csv.DictReader(handle) if r["metric"] == "k3_kl"]
+    assert [int(r["step"]) for r in values] == list(range(100, 201))
+    assert [float(r["value"]) for r in values] == [1e-3 * (1 + s % 7) for s in range(100, 201)]

@@ -8,9 +8,9 @@ from starlette.responses import Response
 
 from server.api.bounded import AnalysisDep
 from server.api.deps import ReadScopeDep, ReadsDep
+from server.api.params import StepMax, StepMin
 from server.api.read_outs import out
 from server.api.responses import model_response
-from server.api.routes.runs import StepMax, StepMin
 from server.schemas.attribution import AttributionOut
 
 router = APIRouter(prefix="/api/v1", tags=["query"])

@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse, Response
 from server.analysis.comparison import MAX_N_BOOT
 from server.api.bounded import AnalysisDep
 from server.api.deps import ReaderDep, ReadScopeDep, ReadsDep
+from server.api.params import ResolutionParam, StepMax, StepMin
 from server.api.read_outs import hardware_out, listed, out, run_page_out
 from server.api.responses import model_response
 from server.auth import Principal
@@ -37,8 +38,6 @@ from server.schemas.query import (
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
-StepMin = Annotated[int | None, Query(ge=0, le=2**53, description="First step (inclusive)")]
-StepMax = Annotated[int | None, Query(ge=0, le=2**53, description="Last step (inclusive)")]
 MaxPoints = Annotated[int, Query(ge=1, le=100_000, description="At most this many step buckets")]
 Source = Annotated[Literal["trainer", "rollout"] | None, Query()]
 Name = Annotated[str, Query(min_length=1, max_length=200)]
@@ -151,6 +150,7 @@ async def get_series(
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
     bucket_steps: BucketSteps = None,
+    resolution: ResolutionParam = "buckets",
 ) -> Response:
     """Downsampled into at most `max_points` step buckets, each with min, max, mean and last
     over its finite values and counts of NaN/±Inf: a one-step spike is never lost."""
@@ -167,6 +167,7 @@ async def get_series(
                 step_max=step_max,
                 max_points=max_points,
                 bucket_steps=bucket_steps,
+                resolution=resolution,
             ),
         )
     )
@@ -201,6 +202,7 @@ async def overlay_series(
     step_max: StepMax = None,
     max_points: MaxPoints = 1000,
     bucket_steps: BucketSteps = None,
+    resolution: ResolutionParam = "buckets",
 ) -> Response:
     """Series of several runs (overlays) or several metrics (a run page), run by run in the
     order asked; a metric a run lacks is left out."""
@@ -220,6 +222,7 @@ async def overlay_series(
                 step_max=step_max,
                 max_points=max_points,
                 bucket_steps=bucket_steps,
+                resolution=resolution,
             ),
         )
     )
