@@ -111,15 +111,15 @@ def build(
                 stronger.update(ranked[:cut])
                 if signal is None or signal.metric != metric:
                     continue  # the series is watched through a stronger member
-            precursor = rule.kind == "precursor"
+            paired = rule.paired
             state_key = (
                 StateKey.of_stream(rule.id, stream)
-                if precursor
+                if paired
                 else StateKey.of_metric(rule.id, stream, metric)
             )
             state = book.state(state_key)
             state.setdefault("eval", {})
-            trigger = precursor and metric in signals.members(rule.trigger)
+            trigger = paired and metric in signals.members(rule.trigger)
             compiled_key = (rule.id, signal.metric if signal is not None else None)
             compiled = checks.get(compiled_key)
             if compiled is None:
@@ -133,7 +133,7 @@ def build(
                     state,
                     timing(rule),
                     not trigger,
-                    rule.kind not in ("nonfinite", "precursor"),
+                    rule.kind != "nonfinite" and not paired,
                     quiet,
                     scan,
                 )
@@ -146,7 +146,7 @@ def build(
 
 def _family_of(rule: Rule, metric: str) -> str | None:
     """The signal family through which `rule` watches `metric`, if any."""
-    names = [rule.trigger] if rule.kind == "precursor" else [rule.metric]
+    names = [rule.trigger] if rule.paired else [rule.metric]
     for name in names:
         if signals.is_family(name) and metric in signals.members(name):
             return name
@@ -162,7 +162,7 @@ def _compile(
     if signal is None:
         return compile_rule(rule), compile_scan(rule), quiet_check(rule)
     member = signal.metric
-    if rule.kind == "precursor":
+    if rule.paired and member in signals.members(rule.trigger):
         rule = rule.with_changes(params={**rule.params, "trigger_metric": member})
     check, scan, quiet = compile_rule(rule), compile_scan(rule), quiet_check(rule)
     if signal.conversion == "same":

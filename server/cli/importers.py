@@ -54,7 +54,8 @@ FrameworkOpt = Annotated[
     str | None,
     typer.Option(
         help="The framework that logged the runs (verl, trl, nemo-rl, openrlhf, slime, "
-        "ms-swift): its metric names are mapped onto ours"
+        "ms-swift, skyrl, areal, roll, prime-rl, rlinf), or auto to recognise it from each "
+        "run's metric names: its metric names are mapped onto ours"
     ),
 ]
 FrameworkVersionOpt = Annotated[

@@ -73,6 +73,9 @@ class Panel:
 
 MISMATCH_PANEL = "mismatch"
 """The name of the run page's first panel: the run's headline signal, whatever it is."""
+CORRECTION_PANEL = "correction health"
+"""The name of the run page's second panel, for a run that logs how its importance-sampling
+correction fares: the strongest effective-sample-size and masked-share signals it logs."""
 
 PANELS: tuple[Panel, ...] = (
     Panel("ratio drift", ("ratio_dev_1e4", "ratio_abs_dev")),
@@ -98,7 +101,9 @@ def run_panels(available: Collection[str]) -> list[Panel]:
 
     First the run's headline signal (`signals.headline`), titled with its label and meaning,
     with the members of its family that share its units, level and axis (k3 with reverse k3);
-    then the strongest signal of each other family it logs, unless a fixed panel draws it
+    then, when it logs how its correction fares, the strongest effective-sample-size and
+    masked-share signals in one panel (`CORRECTION_PANEL`); then the strongest signal of each
+    other gap family it logs, unless a fixed panel draws it
     (ratio drift draws ratio_dev_1e4), in a panel of its own; then the fixed `PANELS` it has
     data for. Every other signal it logs is one pick away in the page's metric menu.
     """
@@ -118,8 +123,19 @@ def run_panels(available: Collection[str]) -> list[Panel]:
         )
         out.append(_signal_panel(MISMATCH_PANEL, head, (head.metric, *companions)))
         drawn |= {head.metric, *companions}
+    correction = correction_signals(available)
+    if correction:
+        out.append(
+            Panel(
+                CORRECTION_PANEL,
+                tuple(s.metric for s in correction),
+                title="correction health",
+                subtitle="; ".join(f"{s.label}: {s.meaning}" for s in correction),
+            )
+        )
+        drawn |= {s.metric for s in correction}
     fixed = {m for panel in PANELS for m in panel.metrics}
-    for family in signals.FAMILIES:
+    for family in signals.GAP_FAMILIES:
         strongest = signals.strongest(family, available)
         if strongest is None or strongest.metric in drawn or strongest.metric in fixed:
             continue
@@ -130,6 +146,13 @@ def run_panels(available: Collection[str]) -> list[Panel]:
         if metrics:
             out.append(Panel(panel.name, metrics, panel.title, panel.subtitle))
     return out
+
+
+def correction_signals(available: Collection[str]) -> list[signals.Signal]:
+    """The strongest signal of each correction-health family (ESS, masked share) among
+    `available`, in that order; empty for a run whose correction logs nothing."""
+    found = (signals.strongest(family, available) for family in (signals.ESS, signals.MASKED))
+    return [signal for signal in found if signal is not None]
 
 
 COMPARE: tuple[str, ...] = (

@@ -43,7 +43,15 @@ VLLM_KL = "signal:vllm-kl"
 RATIO = "signal:ratio"
 """The ratio-drift family: a systematic offset of the importance ratio from 1 (ratio_dev_1e4
 scale) — raw instead of processed logprobs, a sampler-only penalty, top-p renormalisation."""
-FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO)
+ESS = "signal:ess"
+"""The correction-health family of importance-weight effective sample sizes, normalised to
+(0, 1]: how much of the batch an importance-sampling correction still learns from."""
+MASKED = "signal:masked"
+"""The correction-health family of the share of tokens a correction masks, rejects or caps
+(its own bounds where a framework logs it, ours — [1/2, 2] — for our collectors)."""
+FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO, ESS, MASKED)
+GAP_FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO)
+"""The families that measure the gap itself (the others measure its correction)."""
 
 ABS_D_TO_K3 = 4.0
 """k3 ≈ ABS_D_TO_K3 · (mean |d|)². A Gaussian d gives π/4 ≈ 0.79; a heavier-tailed d, whose gap
@@ -65,6 +73,9 @@ completions of 32–256 tokens) hold it as low as 0.35 for three steps, while re
 this CPU read 0.92–1.06 at 160 tokens. Dividing by 140 puts the ratio-drift rule's 50 at a mean
 ratio of 0.3 (or 1.7), below every healthy run; runs whose config records a sampler-only setting
 are held to 0.8 by a rule of their own (`server/alarms/defaults.py`)."""
+
+_FRACTION = "fraction of tokens (or sequences)"
+
 
 Conversion = Literal[
     "same", "magnitude", "square", "excess_square", "deviation", "scaled_deviation"
@@ -148,6 +159,20 @@ SIGNALS: tuple[Signal, ...] = (
         "k1 estimate of the KL, mean over sequences",
         "magnitude",
     ),
+    _kl(
+        "k1_kl@areal",
+        "vllm-kl (k1, AReaL)",
+        "AReaL's mean lT − lR (behave_approx_kl), negated to k1, over the tokens its "
+        "behaviour-weight cap keeps",
+        "magnitude",
+    ),
+    _kl(
+        "k1_kl@rlinf",
+        "vllm-kl (k1, RLinf)",
+        "RLinf's mean lR − lT (behav_approx_kl) over the tokens under its behaviour-weight "
+        "threshold",
+        "magnitude",
+    ),
     _kl("k3_kl@ms-swift", "vllm-kl (k3, ms-swift)", _K3 + " (per-token values clamped at 10)"),
     _kl("reverse_k3_kl", "reverse vllm-kl (k3)", "KL(trainer ‖ rollout) per token, in nats"),
     _kl("abs_logp_diff_mean", "mean |logp diff|", _ABS_D, "square"),
@@ -199,11 +224,88 @@ SIGNALS: tuple[Signal, ...] = (
         "deviation",
     ),
     _ratio(
+        "ratio_mean@areal",
+        "importance weight mean (AReaL)",
+        "AReaL's mean behaviour importance weight over the tokens its cap keeps: within a few "
+        "×1e-4 of 1 when healthy",
+        "deviation",
+    ),
+    _ratio(
         "ratio_mean@ms-swift",
         "importance weight mean (ms-swift)",
         "ms-swift's mean importance weight, truncated per token: within a few ×1e-4 of 1 when "
         "healthy",
         "deviation",
+    ),
+    # -- correction health: in their own units (fractions), no conversion --
+    Signal(
+        "ess_token_clamped",
+        ESS,
+        "IS effective sample size (clamped weights)",
+        "normalised ESS of the token weights clamped to [1/2, 2]: 1 is every token counting "
+        "fully, verl's docs look below 0.3",
+    ),
+    Signal(
+        "ess_token_clamped@verl",
+        ESS,
+        "IS effective sample size (verl)",
+        "verl's normalised ESS of its truncated importance weights",
+    ),
+    Signal(
+        "ess_token_clamped@ms-swift",
+        ESS,
+        "IS effective sample size (ms-swift)",
+        "ms-swift's normalised ESS of its truncated importance weights",
+    ),
+    Signal("ess_token", ESS, "IS effective sample size", "normalised ESS of the raw token weights"),
+    Signal(
+        "mis_token_rate@verl",
+        MASKED,
+        "masked tokens (verl)",
+        f"{_FRACTION} verl's rejection sampling masks, at its configured bounds",
+    ),
+    Signal(
+        "mis_token_rate@prime-rl",
+        MASKED,
+        "masked tokens (prime-rl)",
+        f"{_FRACTION} prime-rl's trust-region mask drops",
+    ),
+    Signal(
+        "mis_token_rate@skyrl",
+        MASKED,
+        "masked tokens (SkyRL)",
+        f"{_FRACTION} SkyRL's token mask drops, at its configured bounds",
+    ),
+    Signal(
+        "mis_token_rate@roll",
+        MASKED,
+        "masked tokens (ROLL)",
+        f"{_FRACTION} ROLL's train–infer filters drop",
+    ),
+    Signal(
+        "mis_token_rate@areal",
+        MASKED,
+        "masked tokens (AReaL)",
+        f"{_FRACTION} AReaL's rejection sampling masks or clamps",
+    ),
+    Signal(
+        "mis_token_rate_high@rlinf",
+        MASKED,
+        "masked tokens (RLinf)",
+        f"{_FRACTION} RLinf's behaviour-weight threshold drops",
+    ),
+    Signal(
+        "mis_token_rate",
+        MASKED,
+        "masked tokens (IcePop [1/2, 2])",
+        f"{_FRACTION} whose ratio leaves [1/2, 2]: what a token mask at those bounds drops",
+    ),
+    Signal(
+        "mis_seq_rate@verl",
+        MASKED,
+        "masked sequences (verl)",
+        f"{_FRACTION} verl's rejection sampling rejects",
+        level="sequence",
     ),
 )
 """Every member, each family's in rank order: the first one a series logs is the one read."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
+from collectors._adapters import FRAMEWORKS, Rule, detect, lookup, map_metrics
 from collectors._metric_map import CONFIG_KEY as MAP_KEY
 from collectors._metric_map import overlay
 from server.domain.records import Record, RunUpsert
@@ -201,12 +201,18 @@ def run_id_for(kind: Kind, key: str) -> str:
     return f"{prefix}-{tail}-{digest}"
 
 
+AUTO = "auto"
+"""The framework name that asks the importer to recognise a run's framework from its metric
+names (`collectors._adapters.detect`), run by run."""
+
+
 def check_framework(framework: str | None) -> str | None:
-    """The adapters' own spelling of a framework name; ImportFailed for one they do not know."""
+    """The adapters' own spelling of a framework name (or `AUTO`); ImportFailed for one they do
+    not know."""
     if framework is None:
         return None
     wanted = framework.strip().lower().replace("_", "-")
-    if wanted not in FRAMEWORKS:
+    if wanted != AUTO and wanted not in FRAMEWORKS:
         raise ImportFailed(
             f"unknown framework {framework!r}: expected one of {', '.join(FRAMEWORKS)}"
         )
@@ -216,6 +222,8 @@ def check_framework(framework: str | None) -> str | None:
 def plan_run(source: SourceRun, options: Options) -> RunPlan:
     """Map one source run's names and lay out what ingest should store (see the module)."""
     framework = check_framework(options.framework)
+    if framework == AUTO:  # a run none of the tables recognises is imported under its names
+        framework = detect({name for values in source.steps.values() for name in values})
     skipped = dict(source.skipped)
     mapped: set[str] = set()
     kept: set[str] = set()
