@@ -17,6 +17,7 @@ alert reads in the signal's own units ("abs_logp_diff_mean 0.27 above 0.25"). Th
 | k1 (token and sequence level) | \\|x\\| | an unbiased but noisy estimator of the same KL whose sign flips with the direction of a systematic offset: on the demo's raw-logprobs runs k1 ≈ −2 k3 |
 | mean \\|d\\|, mean \\|r − 1\\| | `ABS_D_TO_K3` · x² | for small d, k3 ≈ d²/2, and (E\\|d\\|)² is E d² shrunk by the shape of d's distribution (2/π for a Gaussian); the factor is measured on real vLLM engine data, see `ABS_D_TO_K3` |
 | mult prob error | `ABS_D_TO_K3` · (x − 1)² | E exp\\|d\\| − 1 = E\\|d\\| + O(d²) |
+| ROLL's geometric-mean ratio | \\|log x\\| | exp(mean_t d) per sequence is exp(−k1) of it: −log of the mean over sequences is, to first order, a k1 estimate, read as k1 is |
 | ratio_dev_1e4 (token and sequence level) | x | the family's unit |
 | ratio mean (token, sequence) | (x − 1) · 10⁴ | the definition of ratio_dev_1e4 |
 | verl's and ms-swift's importance-weight mean | (x − 1) · 10⁴ | truncated per token (their token-level modes): truncation at C ≥ 2 only touches tokens with d > log 2, rare on a healthy run, so the mean stays a token mean of r |
@@ -78,7 +79,13 @@ _FRACTION = "fraction of tokens (or sequences)"
 
 
 Conversion = Literal[
-    "same", "magnitude", "square", "excess_square", "deviation", "scaled_deviation"
+    "same",
+    "magnitude",
+    "log_magnitude",
+    "square",
+    "excess_square",
+    "deviation",
+    "scaled_deviation",
 ]
 Level = Literal["token", "sequence"]
 
@@ -100,6 +107,8 @@ class Signal:
             return value
         if self.conversion == "magnitude":
             return abs(value)
+        if self.conversion == "log_magnitude":
+            return abs(math.log(value)) if value > 0 else math.inf
         if self.conversion == "square":
             return ABS_D_TO_K3 * value * value
         if self.conversion == "excess_square":
@@ -118,6 +127,9 @@ class Signal:
             return scaled
         if self.conversion == "magnitude":
             return -scaled if math.isfinite(near) and near < 0 else scaled
+        if self.conversion == "log_magnitude":
+            below = math.isfinite(near) and near < 1.0
+            return math.exp(-scaled if below else min(scaled, 700.0))
         if self.conversion == "square":
             return math.sqrt(max(scaled, 0.0) / ABS_D_TO_K3)
         if self.conversion == "excess_square":
@@ -172,6 +184,15 @@ SIGNALS: tuple[Signal, ...] = (
         "RLinf's mean lR − lT (behav_approx_kl) over the tokens under its behaviour-weight "
         "threshold",
         "magnitude",
+    ),
+    Signal(
+        "actor/train_infer_ratio_geometric_mean",
+        VLLM_KL,
+        "geometric-mean ratio (ROLL)",
+        "ROLL's mean over sequences of exp(mean log p_trainer − log p_rollout): 1 is parity, "
+        "−log of it estimates the KL (k1, per sequence)",
+        "log_magnitude",
+        "sequence",
     ),
     _kl("k3_kl@ms-swift", "vllm-kl (k3, ms-swift)", _K3 + " (per-token values clamped at 10)"),
     _kl("reverse_k3_kl", "reverse vllm-kl (k3)", "KL(trainer ‖ rollout) per token, in nats"),

@@ -45,7 +45,7 @@ MISMATCHED: dict[str, tuple[dict[str, float], str]] = {
             "actor/train_infer_ratio_geometric_mean": 0.92,
             "actor/is_weight_clipfrac": 0.05,
         },
-        "ratio_dev_1e4_seq",
+        "actor/train_infer_ratio_geometric_mean",
     ),
     "prime-rl": (
         {
@@ -107,4 +107,4 @@ def test_an_export_in_the_frameworks_names_imports_shows_its_signal_and_alerts(
     first = metric_names.run_panels(names)[0]
     assert first.name == metric_names.MISMATCH_PANEL and first.metrics[0] == signal
     fired = _default_alerts(db, "r")
-    assert fired & {"vllm-kl high", "ratio drift"}, fired
+    assert "vllm-kl high" in fired or "ratio drift" in fired, fired
