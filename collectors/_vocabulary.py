@@ -166,5 +166,11 @@ ROLLOUT = (
 )
 """What the rollout collector (collectors._vllm) emits, besides `lag`."""
 
-CANONICAL: frozenset[str] = frozenset((*STEP, *PASSED_THROUGH, *ROLLOUT))
+ROUTING = ("routing_replay_active", "routing_replay_valid", "routing_replay_fallback")
+"""MoE rollout routing replay (R3), passed through from the trainer: the share of the step's
+router micro-batches (or layers) that replayed the rollout's routes, the share of replayed
+routes that were valid, and the share of token routes that fell back to the trainer's own
+router. Healthy replay reads 1, 1 and 0."""
+
+CANONICAL: frozenset[str] = frozenset((*STEP, *PASSED_THROUGH, *ROLLOUT, *ROUTING))
 """Every canonical metric name."""

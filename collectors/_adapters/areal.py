@@ -35,6 +35,10 @@ TABLE = table(
         ),
         "entropy/avg": Rule("entropy", note="token mean over the valid tokens"),
         "grad_norm": Rule("grad_norm"),
+        # rollout routing replay for MoE models; names from AReaL's routing-replay work, not
+        # found in the snapshot of its main branch read for the rest
+        "r3/replay_fraction_active": Rule("routing_replay_active"),
+        "r3/routing_valid_fraction": Rule("routing_replay_valid"),
     },
     prefixes=("ppo_actor/update/", "ppo_actor/"),
 )

@@ -1,5 +1,6 @@
 """Rule packs for what the default pack does not watch: how a run's importance-sampling
-correction fares, and runs whose config promises an exact-parity gap of 0.
+correction fares, runs whose config promises an exact-parity gap of 0, and MoE routing
+replay.
 
 | rule | kind | on | fires when |
 |---|---|---|---|
@@ -8,6 +9,8 @@ correction fares, and runs whose config promises an exact-parity gap of 0.
 | correction going blind | diverging | vllm-kl up, masked share down | see `BLIND_WHY` |
 | nonzero mismatch (exact parity) | threshold | vllm-kl signal, exact-parity runs | above 0 |
 | ratio off 1 (exact parity) | threshold | \\|ratio signal\\|, exact-parity runs | above 0 |
+| routing replay off or degraded | threshold | replay active / valid share | below 0.9, 3 steps |
+| routing replay falling back | threshold | routing_replay_fallback | above 0.05, 3 steps |
 
 The first three read trainer records; the exact-parity rules, critical, fire on one step of a
 run labelled `mismatch.exact_parity` (`server/domain/exact_parity.py`).
@@ -113,9 +116,35 @@ EXACT_PARITY_PACK: list[dict[str, Any]] = [
 ]
 """Rules for runs labelled with an exact-parity mode."""
 
+REPLAY_WHY = """MoE rollout routing replay makes the trainer use the experts the rollout engine
+chose: without it about 10% of routers disagree per forward pass, most tokens differ in at least
+one layer, and runs collapsed. A healthy replay reads 1 (every router pass replayed, every route
+valid) and its fallback 0, so a replay that switches off or degrades is a drop, not a drift:
+below 0.9 (or a fallback above 5% of token routes) for 3 steps means a tenth of the routing is
+live again, where the gap the replay removes comes back."""
+
+ROUTING_PACK: list[dict[str, Any]] = [
+    {
+        "name": "routing replay off or degraded",
+        "kind": "threshold",
+        "metric": signals.REPLAY,
+        "severity": "warning",
+        "params": {"threshold": 0.9, "direction": "below", "for_steps": 3},
+    },
+    {
+        "name": "routing replay falling back",
+        "kind": "threshold",
+        "metric": "routing_replay_fallback",
+        "severity": "warning",
+        "params": {"threshold": 0.05, "direction": "above", "for_steps": 3},
+    },
+]
+"""Rules for MoE runs that log their routing replay."""
+
 PACKS: dict[str, list[dict[str, Any]]] = {
     "correction-health": CORRECTION_PACK,
     "exact-parity": EXACT_PARITY_PACK,
+    "routing-replay": ROUTING_PACK,
 }
 """These packs by receipt name, for `server.alarms.defaults.PACKS`."""
 
@@ -125,4 +154,6 @@ WHY: dict[str, str] = {
     "correction going blind": BLIND_WHY,
     "nonzero mismatch (exact parity)": EXACT_WHY,
     "ratio off 1 (exact parity)": EXACT_WHY,
+    "routing replay off or degraded": REPLAY_WHY,
+    "routing replay falling back": REPLAY_WHY,
 }

@@ -88,6 +88,13 @@ PANELS: tuple[Panel, ...] = (
     Panel("ESS", ("ess_token", "ess_seq")),
     Panel("IS / MIS rates", ("mis_token_rate", "tis_token_rate", "mis_seq_rate")),
     Panel("prefix cache", ("prefix_cache_hit_rate",)),
+    Panel(
+        "routing replay",
+        ("routing_replay_active", "routing_replay_valid", "routing_replay_fallback"),
+        title="MoE routing replay",
+        subtitle="shares of router passes replayed and valid (1 when healthy), and of token "
+        "routes that fell back to the trainer's router (0 when healthy)",
+    ),
 )
 """The run page's fixed panels, drawn after the mismatch panels of `run_panels`."""
 

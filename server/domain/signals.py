@@ -50,7 +50,10 @@ ESS = "signal:ess"
 MASKED = "signal:masked"
 """The correction-health family of the share of tokens a correction masks, rejects or caps
 (its own bounds where a framework logs it, ours — [1/2, 2] — for our collectors)."""
-FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO, ESS, MASKED)
+REPLAY = "signal:replay"
+"""MoE rollout routing replay: the share of routers replaying the rollout's routes, and the
+share of replayed routes that were valid — 1 on healthy replay."""
+FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO, ESS, MASKED, REPLAY)
 GAP_FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO)
 """The families that measure the gap itself (the others measure its correction)."""
 
@@ -330,6 +333,21 @@ SIGNALS: tuple[Signal, ...] = (
     ),
 )
 """Every member, each family's in rank order: the first one a series logs is the one read."""
+SIGNALS += (
+    Signal(
+        "routing_replay_active",
+        REPLAY,
+        "routing replay active",
+        "share of the step's MoE router passes that replayed the rollout's expert choices: 1 "
+        "when replay is on; without it ~10% of routers disagree per forward pass",
+    ),
+    Signal(
+        "routing_replay_valid",
+        REPLAY,
+        "routing replay valid",
+        "share of the replayed routes that were valid: 1 when healthy",
+    ),
+)
 
 BY_METRIC: dict[str, Signal] = {s.metric: s for s in SIGNALS}
 MEMBERS: dict[str, tuple[str, ...]] = {

@@ -282,6 +282,7 @@ def test_mismatch_rules_of_default_pack_are_the_signal_rules() -> None:
         "correction going blind",
         "nonzero mismatch (exact parity)",
         "ratio off 1 (exact parity)",
+        "routing replay off or degraded",
     }
 
 

@@ -38,11 +38,17 @@ def _csv(path: Path, columns: dict[str, list[float]]) -> Path:
     return path
 
 
-def _import(tmp_path: Path, name: str, columns: dict[str, list[float]], *extra: object) -> Path:
+def _import(
+    tmp_path: Path,
+    name: str,
+    columns: dict[str, list[float]],
+    *extra: object,
+    framework: str = "verl",
+) -> Path:
     db = tmp_path / "m.duckdb"
     export = _csv(tmp_path / f"{name}.csv", columns)
     done = mismatch(
-        "import", "wandb", export, "--framework", "verl", "--db", db, "--as-run", name, *extra
+        "import", "wandb", export, "--framework", framework, "--db", db, "--as-run", name, *extra
     )
     assert done.exit_code == 0, done.output
     return db
@@ -249,3 +255,33 @@ def test_runs_stored_before_the_exact_parity_label_get_it_on_upgrade_and_lose_it
         ("plain", {"team": "b"}),
     ]
     assert down == [("invariant", {"team": "a"}), ("plain", {"team": "b"})]
+
+
+# -- MoE routing replay ----------------------------------------------------------------------
+
+
+def test_routing_replay_switching_off_alerts_and_steady_replay_does_not(tmp_path: Path) -> None:
+    n = 40
+    steady = {
+        "ppo_actor/update/behave_approx_kl/avg": [-2e-3] * n,
+        "r3/replay_fraction_active": [1.0] * n,
+        "r3/routing_valid_fraction": [0.995] * n,
+    }
+    off = dict(steady, **{"r3/replay_fraction_active": [1.0] * 25 + [0.0] * 15})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    quiet = _alerts(_import(tmp_path / "a", "steady", steady, framework="areal"), "steady")
+    fired = _alerts(_import(tmp_path / "b", "off", off, framework="areal"), "off")
+    assert not [name for name in quiet if "routing" in name]
+    assert fired["routing replay off or degraded"] == 27  # the third step at 0
+
+
+def test_routing_replay_fallback_share_alerts_past_five_percent(tmp_path: Path) -> None:
+    fallback = [0.001] * 20 + [0.2] * 10
+    db = _import(
+        tmp_path,
+        "r",
+        {"gen_kl_error": [1e-3] * 30, "r3/routed_experts_fallback_token_route_fraction": fallback},
+        framework="nemo-rl",
+    )
+    assert _alerts(db, "r")["routing replay falling back"] == 22

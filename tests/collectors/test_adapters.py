@@ -31,7 +31,7 @@ from collectors._adapters import (
     trl,
     verl,
 )
-from collectors._vocabulary import PASSED_THROUGH
+from collectors._vocabulary import PASSED_THROUGH, ROUTING
 from tests.collectors.reference import reference
 
 MODULES = (verl, trl, nemo_rl, openrlhf, slime, ms_swift, skyrl, areal, roll, prime_rl, rlinf)
@@ -130,6 +130,7 @@ NAMES: dict[str, dict[str, str | None]] = {
         "mean_prompt_length": None,
         # NVIDIA-NeMo/RL: nemo_rl/experience/rollouts.py
         "mean_gen_tokens_per_sample": "response_length_mean",
+        "r3/routed_experts_fallback_token_route_fraction": "routing_replay_fallback",
         "natural_termination_rate": None,
     },
     "openrlhf": {
@@ -245,6 +246,8 @@ NAMES: dict[str, dict[str, str | None]] = {
         "ppo_actor/update/rs_filtered_fraction": "mis_token_rate@areal",
         "ppo_actor/update/entropy/avg": "entropy",
         "ppo_actor/update/grad_norm": "grad_norm",
+        "r3/replay_fraction_active": "routing_replay_active",
+        "r3/routing_valid_fraction": "routing_replay_valid",
         "ppo_actor/update/behave_approx_kl/max": None,
         "ppo_actor/update/importance_weight/avg": None,
         "ppo_actor/update/clip_ratio/avg": None,
@@ -688,7 +691,7 @@ def _canonical_names() -> set[str]:
     b = _batch(0)
     ent = np.ones_like(b["lr"])
     ours = reference(b["lr"], b["lt"], b["m"], new=b["new"], adv=b["adv"], ent=ent)
-    return (set(ours) - {"buckets"}) | set(PASSED_THROUGH)
+    return (set(ours) - {"buckets"}) | set(PASSED_THROUGH) | set(ROUTING)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
