@@ -166,6 +166,17 @@ ROLLOUT = (
 )
 """What the rollout collector (collectors._vllm) emits, besides `lag`."""
 
+ENVIRONMENT = "env"
+"""The dimension a per-environment (or per-task) value carries: prime-rl logs its mismatch KL per
+environment of the batch."""
+
+
+def dimensioned(name: str, dimension: str, value: str) -> str:
+    """One metric with a dimension, as it is stored: `k3_kl{env=gsm8k}`. The server reads the
+    same spelling (`server.domain.metrics.split_dimension`; a test keeps the two equal)."""
+    return f"{name}{{{dimension}={value}}}"
+
+
 ROUTING = ("routing_replay_active", "routing_replay_valid", "routing_replay_fallback")
 """MoE rollout routing replay (R3), passed through from the trainer: the share of the step's
 router micro-batches (or layers) that replayed the rollout's routes, the share of replayed

@@ -11,7 +11,8 @@ its trust-region bounds in the direction of the advantage's sign, not a ratio bo
 
 from __future__ import annotations
 
-from collectors._adapters._rules import Rule, table, variant
+from collectors._adapters._rules import Pattern, Rule, table, variant
+from collectors._vocabulary import ENVIRONMENT
 
 
 def _variant(canonical: str, note: str) -> Rule:
@@ -34,8 +35,6 @@ TABLE = table(
         "optim/grad_norm": Rule("grad_norm"),
         "loss/mean": Rule("loss"),
     },
+    # each environment's mismatch KL: one metric, k3_kl, with the environment as a dimension
+    patterns=(Pattern("mismatch_kl/", "/mean", "k3_kl", ENVIRONMENT, skip=("all",)),),
 )
-
-ENVIRONMENT_PREFIX = "mismatch_kl/"
-ENVIRONMENT_SUFFIX = "/mean"
-"""A per-environment mismatch KL is logged as `mismatch_kl/<environment>/mean`."""

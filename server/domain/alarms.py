@@ -10,6 +10,7 @@ from typing import Any, Literal, NamedTuple
 from server.domain import signals
 from server.domain.alarm_keys import StateKey
 from server.domain.labels import LabelFilter, parse_optional
+from server.domain.metrics import split_dimension
 
 RuleKind = Literal[
     "threshold", "spike", "sustained", "nonfinite", "stalled", "precursor", "diverging"
@@ -108,7 +109,10 @@ class Rule:
         if label is not None and not label.matches(labels):
             return False
         watched = self.watched()
-        return metric in watched or watched == ["*"]
+        if metric in watched or watched == ["*"]:
+            return True
+        # one environment's series of a watched metric (`k3_kl{env=gsm8k}`), for one-metric kinds
+        return not self.paired and metric.endswith("}") and split_dimension(metric)[0] in watched
 
     def with_changes(self, **changes: Any) -> Rule:
         return replace(self, **changes)

@@ -3,7 +3,7 @@ stored and shown too. Every list of metric names the server or the dashboard nee
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from server.domain import signals
@@ -12,6 +12,37 @@ METRIC_MAP_KEY = "metric_map"
 """The run-config entry where a collector (`metric_map=`) or an import (`--map`) records the
 names a user put under canonical ones: the collectors write it under this same name
 (`collectors._metric_map.CONFIG_KEY`; a test keeps the two equal), the run page shows it."""
+
+
+def split_dimension(name: str) -> tuple[str, dict[str, str]]:
+    """A stored name and its dimensions: `k3_kl{env=gsm8k}` is `k3_kl` with env=gsm8k (the
+    collectors write it so, `collectors._vocabulary.dimensioned`; a test keeps the two equal).
+    A name without dimensions comes back as it is, with none."""
+    if not name.endswith("}") or "{" not in name:
+        return name, {}
+    base, _, inner = name[:-1].partition("{")
+    dims: dict[str, str] = {}
+    for part in inner.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            return name, {}
+        dims[key] = value
+    return base, dims
+
+
+def with_dimensions(base: str, dims: Mapping[str, str]) -> str:
+    """The stored name of `base` with `dims` (`base` itself without any)."""
+    if not dims:
+        return base
+    return base + "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
+
+
+def dimensioned_of(base: str, available: Collection[str]) -> list[str]:
+    """The names among `available` that are `base` with a dimension (one per environment),
+    in order of their dimension values."""
+    found = [(dims, name) for name in available for b, dims in [split_dimension(name)] if b == base]
+    return [name for dims, name in sorted(found, key=lambda pair: sorted(pair[0].items())) if dims]
+
 
 HEADLINE = "k3_kl"
 """The primary alarm series, "vllm-kl", of the runs that log it; a run's own headline is
@@ -68,11 +99,14 @@ class Panel:
 
     @property
     def log(self) -> bool:
-        return all(m in LOG_SCALE for m in self.metrics)
+        return all(split_dimension(m)[0] in LOG_SCALE for m in self.metrics)
 
 
 MISMATCH_PANEL = "mismatch"
 """The name of the run page's first panel: the run's headline signal, whatever it is."""
+ENVIRONMENT_PANEL = "per environment"
+"""The panel after the headline for a run that logs its headline signal per environment (or
+task): one line per environment."""
 CORRECTION_PANEL = "correction health"
 """The name of the run page's second panel, for a run that logs how its importance-sampling
 correction fares: the strongest effective-sample-size and masked-share signals it logs."""
@@ -108,6 +142,7 @@ def run_panels(available: Collection[str]) -> list[Panel]:
 
     First the run's headline signal (`signals.headline`), titled with its label and meaning,
     with the members of its family that share its units, level and axis (k3 with reverse k3);
+    then the same signal per environment, one line each, when the run logs it so;
     then, when it logs how its correction fares, the strongest effective-sample-size and
     masked-share signals in one panel (`CORRECTION_PANEL`); then the strongest signal of each
     other gap family it logs, unless a fixed panel draws it
@@ -130,6 +165,17 @@ def run_panels(available: Collection[str]) -> list[Panel]:
         )
         out.append(_signal_panel(MISMATCH_PANEL, head, (head.metric, *companions)))
         drawn |= {head.metric, *companions}
+        per_environment = tuple(dimensioned_of(head.metric, available))
+        if per_environment:
+            out.append(
+                Panel(
+                    ENVIRONMENT_PANEL,
+                    per_environment,
+                    title=f"{head.label}, per environment",
+                    subtitle=head.meaning,
+                )
+            )
+            drawn |= set(per_environment)
     correction = correction_signals(available)
     if correction:
         out.append(

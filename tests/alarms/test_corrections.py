@@ -285,3 +285,43 @@ def test_routing_replay_fallback_share_alerts_past_five_percent(tmp_path: Path) 
         framework="nemo-rl",
     )
     assert _alerts(db, "r")["routing replay falling back"] == 22
+
+
+# -- per environment ---------------------------------------------------------------------------
+
+
+def test_per_environment_mismatch_is_one_metric_drawn_and_watched_per_environment(
+    tmp_path: Path,
+) -> None:
+    from server.domain.metrics import ENVIRONMENT_PANEL, run_panels
+    from tests.importers.stored import stored
+
+    n = 30
+    columns = {  # prime-rl: the batch's KL, and each environment's
+        "mismatch_kl/all/mean": [2e-3] * n,
+        "mismatch_kl/gsm8k/mean": [1e-3] * n,
+        "mismatch_kl/code/mean": [1e-3] * 10 + [0.08] * 20,  # one environment goes off
+    }
+    db = _import(tmp_path, "r", columns, framework="prime-rl")
+    names = {metric for (run, metric) in stored(db) if run == "r"}
+    assert {"k3_kl", "k3_kl{env=gsm8k}", "k3_kl{env=code}"} <= names
+    panels = run_panels(names)
+    assert panels[1].name == ENVIRONMENT_PANEL
+    assert panels[1].metrics == ("k3_kl{env=code}", "k3_kl{env=gsm8k}")
+    database = Database(str(db))
+    try:
+        result = Backtester(AlarmStore(database)).run(run_id="r", drafts=DEFAULT_RULES)
+    finally:
+        database.dispose()
+    high = [a for a in result.alerts if a.rule_name == "vllm-kl high"]
+    assert [(a.metric, a.step) for a in high] == [("k3_kl{env=code}", 14)]
+
+
+def test_the_collectors_and_the_server_spell_a_dimension_alike() -> None:
+    from collectors._vocabulary import ENVIRONMENT, dimensioned
+    from server.domain.metrics import split_dimension, with_dimensions
+
+    name = dimensioned("k3_kl", ENVIRONMENT, "gsm8k")
+    assert split_dimension(name) == ("k3_kl", {"env": "gsm8k"})
+    assert with_dimensions("k3_kl", {"env": "gsm8k"}) == name
+    assert split_dimension("k3_kl") == ("k3_kl", {})
