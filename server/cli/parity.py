@@ -125,6 +125,14 @@ def parity_command(
     weight_update: UpdateOpt = "none",
     reset_prefix_cache: ResetOpt = True,
     exemplars: Annotated[int, Opt(min=0, max=512, help="Worst and uniform tokens kept")] = 32,
+    full_distribution: Annotated[
+        bool,
+        Opt(
+            "--full-distribution",
+            help="Also compare whole next-token distributions (KL, total variation over the "
+            "vocabulary; gated at --max-k3): small vocabularies only",
+        ),
+    ] = False,
     max_k3: MaxK3 = DEFAULT_MAX_K3,
     max_abs_ratio_dev_1e4: MaxDev = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
     as_json: Annotated[bool, Opt("--json", help="Print the report as one JSON object")] = False,
@@ -167,8 +175,11 @@ def parity_command(
         weight_update=weight_update,
         reset_prefix_cache=reset_prefix_cache,
         exemplars=exemplars,
+        full_distribution=full_distribution,
     )
-    gate = evaluate(report, max_k3=max_k3, max_abs_ratio_dev_1e4=max_abs_ratio_dev_1e4)
+    gate = evaluate(
+        report, max_k3=max_k3, max_abs_ratio_dev_1e4=max_abs_ratio_dev_1e4, max_full_kl=max_k3
+    )
     if as_json:
         out = report.to_json()
         out["gate"] = gate.to_json()
