@@ -68,10 +68,7 @@ def parity(
     cache or not, sample the same prompts again and compare with the trainer holding the same
     weights (step 1); when the cache was kept, step 2 resets it and samples once more.
     `exemplars`: tokens kept per phase (top |d| and a uniform sample, ≤ 512 each).
-    `full_distribution`: also compare the engine's whole next-token distribution with the
-    trainer's at each sampled position (KL and total variation over the vocabulary,
-    `_distribution`); the engine returns every token's logprob, so keep it to small
-    vocabularies. A given `llm` must have been started with max_logprobs=-1.
+    `full_distribution`: compare whole next-token distributions too (`_distribution`).
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0: greedy sampling has no distribution to compare")
@@ -85,10 +82,7 @@ def parity(
     _check_sampler_only(sampling)
     k = check_k(exemplars)
     texts = _prompt_texts(prompts)
-    options = engine or EngineOptions()
-    options = replace(options, seed=seed, dtype=options.dtype or trainer_dtype)
-    if full_distribution:
-        options = replace(options, full_distribution=True)
+    options = _engine_options(engine, seed, trainer_dtype, full_distribution)
     trainer = load_model(model, trainer_dtype)
     tokenizer = _tokenizer(model)
     owned = llm is None
@@ -98,7 +92,7 @@ def parity(
         config = effective_config(llm, sampling)
         found = _phases(llm, trainer, texts, sampling, config, k, weight_update=weight_update,
                         reset_prefix_cache=reset_prefix_cache, perturbation=perturbation,
-                        seed=seed, full=full_distribution)  # fmt: skip
+                        seed=seed, full=options.full_distribution)  # fmt: skip
     finally:
         if owned:
             stop(llm)
@@ -117,6 +111,17 @@ def parity(
             "perturbation": perturbation if weight_update == "perturbed" else None,
         },
     )
+
+
+def _engine_options(
+    engine: EngineOptions | None, seed: int, trainer_dtype: str, full: bool
+) -> EngineOptions:
+    """The options an engine the check starts gets: the check's seed, the trainer's dtype
+    unless one is given, every token's logprob when whole distributions are compared (small
+    vocabularies only; an `llm` passed in needs max_logprobs=-1 for that)."""
+    options = engine or EngineOptions()
+    full = full or options.full_distribution
+    return replace(options, seed=seed, dtype=options.dtype or trainer_dtype, full_distribution=full)
 
 
 def _phases(
