@@ -16,7 +16,7 @@ key and the framework, so one trace renders the same way every time.
 | slime | k3_kl_seq or k1_kl_seq (half the runs each), abs_logp_diff_mean_seq, | the KL | ratio |
 |  | ratio_dev_1e4_seq | | |
 | nemo-rl | k3_kl, mult_prob_error | k3_kl | — |
-| skyrl | abs_logp_diff_mean, abs_logp_diff_max | abs_logp_diff_mean | — |
+| skyrl | abs_logp_diff_mean, _max, ratio_mean (TIS on) | abs_logp_diff_mean | ratio_mean |
 | areal | k1_kl@areal, ratio_mean@areal (capped at 2) | k1_kl@areal | ratio_mean@areal |
 | roll | its geometric ratio, ratio_mean_seq, ratio_dev_1e4_seq | the geometric ratio | dev_seq |
 | prime-rl | k3_kl, k3_kl_max | k3_kl | — |
@@ -223,7 +223,14 @@ def _nemo_rl(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
 
 
 def _skyrl(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
-    return {"abs_logp_diff_mean": abs_d(t, rng), "abs_logp_diff_max": abs_d_max(t, rng)}
+    """SkyRL with an off-policy correction configured (its TIS recipes for the mismatch), which
+    adds the token mean of the raw importance ratio (`is_ratio_mean`) to the |d| it always
+    logs: without it a one-sided offset (raw logprobs) hides in a small mean |d|."""
+    return {
+        "abs_logp_diff_mean": abs_d(t, rng),
+        "abs_logp_diff_max": abs_d_max(t, rng),
+        "ratio_mean": 1.0 + ratio_dev(t, rng) / 1e4,
+    }
 
 
 def _areal(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:

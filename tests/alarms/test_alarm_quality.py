@@ -368,7 +368,11 @@ _LOGS = {  # rendering: (mismatch metrics it logs, the vllm-kl member read, the 
     "openrlhf": ({"k1_kl"}, "k1_kl", None),
     "ms-swift": ({"k1_kl", "ratio_mean@ms-swift"}, "k1_kl", "ratio_mean@ms-swift"),
     "nemo-rl": ({"k3_kl", "mult_prob_error"}, "k3_kl", None),
-    "skyrl": ({"abs_logp_diff_mean", "abs_logp_diff_max"}, "abs_logp_diff_mean", None),
+    "skyrl": (
+        {"abs_logp_diff_mean", "abs_logp_diff_max", "ratio_mean"},
+        "abs_logp_diff_mean",
+        "ratio_mean",
+    ),
     "areal": ({"k1_kl@areal", "ratio_mean@areal"}, "k1_kl@areal", "ratio_mean@areal"),
     "roll": (
         {"actor/train_infer_ratio_geometric_mean", "ratio_mean_seq", "ratio_dev_1e4_seq"},
