@@ -302,7 +302,9 @@ def test_roll_tracker_drops_the_reduction_tag_before_mapping(tmp_path: Path) -> 
     run.close()
 
 
-def test_prime_rl_monitor_is_awaited_and_keeps_each_environment(tmp_path: Path) -> None:
+def test_prime_rl_monitor_is_awaited_and_stores_each_environment_as_a_dimension(
+    tmp_path: Path,
+) -> None:
     import asyncio
 
     from collectors.integrations.prime_rl import MismatchMonitor
@@ -323,7 +325,7 @@ def test_prime_rl_monitor_is_awaited_and_keeps_each_environment(tmp_path: Path) 
     assert record["metrics"] == pytest.approx(
         {
             "k3_kl": 4e-4,
-            "mismatch_kl/gsm8k/mean": 3e-4,
+            "k3_kl{env=gsm8k}": 3e-4,  # one metric with the environment as a dimension
             "mis_token_rate@prime-rl": 0.01,
             "grad_norm": 0.3,
         }
