@@ -23,6 +23,12 @@ alert reads in the signal's own units ("abs_logp_diff_mean 0.27 above 0.25"). Th
 | verl's and ms-swift's importance-weight mean | (x − 1) · 10⁴ | truncated per token (their token-level modes): truncation at C ≥ 2 only touches tokens with d > log 2, rare on a healthy run, so the mean stays a token mean of r |
 | TRL's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence (TRL's default `sequence_mask`), masked beyond its cap: far noisier than a token mean, and pulled down by long completions, see `SEQ_RATIO_NOISE` |
 
+Three more families watch what corrects or removes the gap rather than the gap: `ESS` (the
+importance weights' normalised effective sample size), `MASKED` (the share of tokens a
+correction masks or rejects) and `REPLAY` (MoE routing replay's active and valid shares). Their
+members are in their own units (fractions, no conversion), and a view never takes its headline
+from them (`GAP_FAMILIES`).
+
 Max-type metrics (`abs_logp_diff_max`, `ratio_max`, `k3_kl_max`) are never members: on healthy
 runs they often sit at a clamp or cap every step, so a level on them says nothing.
 
