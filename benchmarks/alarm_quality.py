@@ -121,7 +121,7 @@ def replay(trace: Trace, pack: Sequence[Spec]) -> list[Event]:
     from server.alarms.replay import replay as replay_rules
     from server.domain.alarms import Rule
     from server.domain.records import StoredRecord
-    from server.domain.sampler import derived_labels
+    from server.domain.run_labels import derived_labels
 
     project = "quality"
     rules = [Rule(id=f"r{i:02d}", project=project, **spec) for i, spec in enumerate(pack)]

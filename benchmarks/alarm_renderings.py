@@ -16,6 +16,11 @@ key and the framework, so one trace renders the same way every time.
 | slime | k3_kl_seq or k1_kl_seq (half the runs each), abs_logp_diff_mean_seq, | the KL | ratio |
 |  | ratio_dev_1e4_seq | | |
 | nemo-rl | k3_kl, mult_prob_error | k3_kl | — |
+| skyrl | abs_logp_diff_mean, _max, ratio_mean (TIS on) | abs_logp_diff_mean | ratio_mean |
+| areal | k1_kl@areal, ratio_mean@areal (capped at 2) | k1_kl@areal | ratio_mean@areal |
+| roll | its geometric ratio, ratio_mean_seq, ratio_dev_1e4_seq | the geometric ratio | dev_seq |
+| prime-rl | k3_kl, k3_kl_max | k3_kl | — |
+| rlinf | abs_logp_diff_mean, k1_kl@rlinf | k1_kl@rlinf | — |
 
 verl's `rollout_is_mean` and ms-swift's `is_weight_mean` are rendered at token level,
 truncated at 2 (verl's token level, ms-swift's token_truncate mode); TRL's importance ratio is
@@ -36,7 +41,20 @@ import numpy as np
 
 from benchmarks.alarm_corpus import AUX, TRL_CAP, Trace
 
-FRAMEWORKS: tuple[str, ...] = ("ours", "verl", "trl", "openrlhf", "ms-swift", "slime", "nemo-rl")
+FRAMEWORKS: tuple[str, ...] = (
+    "ours",
+    "verl",
+    "trl",
+    "openrlhf",
+    "ms-swift",
+    "slime",
+    "nemo-rl",
+    "skyrl",
+    "areal",
+    "roll",
+    "prime-rl",
+    "rlinf",
+)
 TOKEN_CAP = 2.0  # verl's and ms-swift's token-level truncation of the IS weights
 SEQ_SHARE = 0.5  # a mean over sequences of per-sequence means: the noise of half the tokens
 D_CLAMP = 20.0  # |d| is clamped here before any exp (METRICS.md), so a max sits at most here
@@ -204,6 +222,43 @@ def _nemo_rl(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
     return {"k3_kl": t.k3, "mult_prob_error": trace.metrics["mult_prob_error"]}
 
 
+def _skyrl(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
+    """SkyRL with an off-policy correction configured (its TIS recipes for the mismatch), which
+    adds the token mean of the raw importance ratio (`is_ratio_mean`) to the |d| it always
+    logs: without it a one-sided offset (raw logprobs) hides in a small mean |d|."""
+    return {
+        "abs_logp_diff_mean": abs_d(t, rng),
+        "abs_logp_diff_max": abs_d_max(t, rng),
+        "ratio_mean": 1.0 + ratio_dev(t, rng) / 1e4,
+    }
+
+
+def _areal(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
+    """AReaL's behaviour statistics over the tokens its cap keeps; the cap is rendered as verl's
+    token truncation, and on the kept tokens its KL is our k1."""
+    return {"k1_kl@areal": k1(t, rng), "ratio_mean@areal": token_truncated_mean(t, rng)}
+
+
+def _roll(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
+    """ROLL's ratio is a mean over sequences of token means, as slime's; the adapter gives
+    both the mean and its deviation ×1e4."""
+    dev = ratio_dev(t, rng, SEQ_SHARE)
+    geometric = np.exp(-k1(t, rng, SEQ_SHARE))  # exp(mean_t d) per sequence, averaged
+    return {
+        "actor/train_infer_ratio_geometric_mean": geometric,
+        "ratio_dev_1e4_seq": dev,
+        "ratio_mean_seq": 1.0 + dev / 1e4,
+    }
+
+
+def _prime_rl(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
+    return {"k3_kl": t.k3, "k3_kl_max": np.maximum(t.k3, np.expm1(t.d_max) - t.d_max)}
+
+
+def _rlinf(trace: Trace, t: Tokens, rng: np.random.Generator) -> Metrics:
+    return {"abs_logp_diff_mean": abs_d(t, rng), "k1_kl@rlinf": k1(t, rng)}
+
+
 _RENDER: dict[str, Callable[[Trace, Tokens, np.random.Generator], Metrics]] = {
     "ours": _ours,
     "verl": _verl,
@@ -212,6 +267,11 @@ _RENDER: dict[str, Callable[[Trace, Tokens, np.random.Generator], Metrics]] = {
     "ms-swift": _ms_swift,
     "slime": _slime,
     "nemo-rl": _nemo_rl,
+    "skyrl": _skyrl,
+    "areal": _areal,
+    "roll": _roll,
+    "prime-rl": _prime_rl,
+    "rlinf": _rlinf,
 }
 
 

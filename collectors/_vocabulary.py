@@ -166,5 +166,22 @@ ROLLOUT = (
 )
 """What the rollout collector (collectors._vllm) emits, besides `lag`."""
 
-CANONICAL: frozenset[str] = frozenset((*STEP, *PASSED_THROUGH, *ROLLOUT))
+ENVIRONMENT = "env"
+"""The dimension a per-environment (or per-task) value carries: prime-rl logs its mismatch KL per
+environment of the batch."""
+
+
+def dimensioned(name: str, dimension: str, value: str) -> str:
+    """One metric with a dimension, as it is stored: `k3_kl{env=gsm8k}`. The server reads the
+    same spelling (`server.domain.metrics.split_dimension`; a test keeps the two equal)."""
+    return f"{name}{{{dimension}={value}}}"
+
+
+ROUTING = ("routing_replay_active", "routing_replay_valid", "routing_replay_fallback")
+"""MoE rollout routing replay (R3), passed through from the trainer: the share of the step's
+router micro-batches (or layers) that replayed the rollout's routes, the share of replayed
+routes that were valid, and the share of token routes that fell back to the trainer's own
+router. Healthy replay reads 1, 1 and 0."""
+
+CANONICAL: frozenset[str] = frozenset((*STEP, *PASSED_THROUGH, *ROLLOUT, *ROUTING))
 """Every canonical metric name."""

@@ -1,6 +1,7 @@
 """Framework adapters: the metric names RL frameworks log, mapped onto our canonical names.
 
-One table per framework (verl, TRL, NeMo-RL, OpenRLHF, slime, ms-swift), each a module here that
+One table per framework (verl, TRL, NeMo-RL, OpenRLHF, slime, ms-swift, SkyRL, AReaL, ROLL,
+prime-rl, RLinf), each a module here that
 says which of the framework's source files its names and formulas come from. The same tables serve
 the collectors (a training job logging its framework's metrics dict) and the server's importers
 (TensorBoard, MLflow, W&B runs), so they are plain data with no dependency beyond the standard
@@ -35,10 +36,23 @@ is kept under its own name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from collectors._adapters import ms_swift, nemo_rl, openrlhf, slime, trl, verl
+from collectors._adapters import (
+    areal,
+    ms_swift,
+    nemo_rl,
+    openrlhf,
+    prime_rl,
+    rlinf,
+    roll,
+    skyrl,
+    slime,
+    trl,
+    verl,
+)
+from collectors._adapters._detect import pick
 from collectors._adapters._provenance import CONFIG_KEY, installed_version, provenance
 from collectors._adapters._rules import VARIANT_SEP, Rule, Table
 
@@ -48,6 +62,7 @@ __all__ = [
     "VARIANT_SEP",
     "Mapped",
     "Rule",
+    "detect",
     "installed_version",
     "lookup",
     "map_metrics",
@@ -63,6 +78,11 @@ _TABLES: dict[str, Table] = {
         openrlhf.TABLE,
         slime.TABLE,
         ms_swift.TABLE,
+        skyrl.TABLE,
+        areal.TABLE,
+        roll.TABLE,
+        prime_rl.TABLE,
+        rlinf.TABLE,
     )
 }
 FRAMEWORKS: tuple[str, ...] = tuple(_TABLES)
@@ -91,6 +111,13 @@ def _table(framework: str) -> Table:
             f"unknown framework {framework!r}: expected one of {', '.join(FRAMEWORKS)}"
         )
     return found
+
+
+def detect(names: Iterable[str]) -> str | None:
+    """The framework whose metric names these are (`--framework auto`): the table that knows
+    the most of them among the names only it knows; None when no table's own name is there or
+    two tables know equally many (see `_detect`)."""
+    return pick(names, _TABLES.values())
 
 
 def lookup(framework: str, name: str) -> tuple[Rule, ...]:

@@ -18,6 +18,11 @@ DISTRIBUTIONS: dict[str, str] = {
     "openrlhf": "openrlhf",
     "slime": "slime",
     "ms-swift": "ms-swift",
+    "skyrl": "skyrl",
+    "areal": "areal",
+    "roll": "roll",
+    "prime-rl": "prime-rl",
+    "rlinf": "rlinf",
 }
 
 CONFIG_KEY = "framework"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from collectors._vocabulary import dimensioned
+
 VARIANT_SEP = "@"
 
 # Differences several frameworks share, for the notes of their variants.
@@ -51,6 +53,28 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Pattern:
+    """Names that carry a dimension inside them, `<prefix><value><suffix>` (prime-rl's
+    `mismatch_kl/<environment>/mean`): stored as one metric, `target`, with the dimension
+    `dimension=<value>` (`_vocabulary.dimensioned`). Values in `skip` are not dimensions (prime-rl's
+    `all`, the whole batch, which a table key maps)."""
+
+    prefix: str
+    suffix: str
+    target: str
+    dimension: str
+    skip: tuple[str, ...] = ()
+
+    def rule(self, name: str) -> Rule | None:
+        if not (name.startswith(self.prefix) and name.endswith(self.suffix)):
+            return None
+        value = name[len(self.prefix) : len(name) - len(self.suffix)]
+        if not value or "/" in value or value in self.skip:
+            return None
+        return Rule(dimensioned(self.target, self.dimension, value))
+
+
+@dataclass(frozen=True)
 class Table:
     """One framework's rules, keyed by its metric names in the order that settles collisions
     (an earlier key wins a canonical name two keys map to). `prefixes` are what the framework's
@@ -59,23 +83,32 @@ class Table:
     framework: str
     rules: Mapping[str, tuple[Rule, ...]]
     prefixes: tuple[str, ...] = ()
+    patterns: tuple[Pattern, ...] = ()
 
     def find(self, name: str) -> tuple[int, tuple[Rule, ...]]:
-        """(the position of the matching key in the table, its rules); (-1, ()) for none."""
+        """(the position of the matching key in the table, its rules); (-1, ()) for none. A
+        name no key matches may match a pattern, placed after every key."""
         candidates = [name] + [name[len(p) :] for p in self.prefixes if name.startswith(p)]
         for key in candidates:
             rules = self.rules.get(key)
             if rules is not None:
                 return list(self.rules).index(key), rules
+        for i, pattern in enumerate(self.patterns):
+            found = pattern.rule(name)
+            if found is not None:
+                return len(self.rules) + i, (found,)
         return -1, ()
 
 
 def table(
-    framework: str, entries: Mapping[str, Rule | tuple[Rule, ...]], prefixes: tuple[str, ...] = ()
+    framework: str,
+    entries: Mapping[str, Rule | tuple[Rule, ...]],
+    prefixes: tuple[str, ...] = (),
+    patterns: tuple[Pattern, ...] = (),
 ) -> Table:
     """A `Table` from entries written as one `Rule` or a tuple of them."""
     rules = {name: (v,) if isinstance(v, Rule) else v for name, v in entries.items()}
-    return Table(framework, rules, prefixes)
+    return Table(framework, rules, prefixes, patterns)
 
 
 def variant(framework: str, canonical: str, note: str) -> Rule:

@@ -1,7 +1,9 @@
 """NeMo-RL (NVIDIA-NeMo/RL) names, read from nemo_rl/algorithms/loss/loss_functions.py
 (ClippedPGLossFn's metrics), nemo_rl/algorithms/utils.py (calculate_kl),
 nemo_rl/algorithms/grpo.py (the step's metrics and the sequence-level mult-prob error) and
-nemo_rl/experience/rollouts.py (rollout metrics).
+nemo_rl/experience/rollouts.py (rollout metrics). The routing-replay fallback share
+(`r3/routed_experts_fallback_token_route_fraction`) is computed with the generation metrics;
+its own documentation says not every training loop forwards it to the logger.
 
 NeMo-RL's logger writes these as "train/<name>". Its token metrics are global token means (each
 micro-batch is normalised by the step's token count, then summed). d = prev (old) log-prob minus
@@ -42,6 +44,8 @@ TABLE = table(
         "grad_norm": Rule("grad_norm"),
         "reward": Rule("reward_mean"),
         "mean_gen_tokens_per_sample": Rule("response_length_mean"),
+        # its generation metrics, where the run forwards them to the logger
+        "r3/routed_experts_fallback_token_route_fraction": Rule("routing_replay_fallback"),
     },
     prefixes=("train/",),
 )

@@ -63,6 +63,13 @@ TABLE = table(
         "rollout_corr/rollout_is_ratio_fraction_low": _variant(
             "mis_token_rate_low", f"share of weights below 1/C, {_IS_LEVEL}"
         ),
+        # What its rejection sampling dropped, at the bounds its options set.
+        "rollout_corr/rollout_rs_masked_fraction": _variant(
+            "mis_token_rate", "share of tokens its rejection sampling masks, at its bounds"
+        ),
+        "rollout_corr/rollout_rs_seq_masked_fraction": _variant(
+            "mis_seq_rate", "share of sequences its rejection sampling rejects, at its bounds"
+        ),
         "training/rollout_probs_diff_mean": Rule("prob_diff_mean"),
         "training/rollout_probs_diff_max": Rule("prob_diff_max"),
         "training/rollout_actor_probs_pearson_corr": Rule("prob_pearson"),

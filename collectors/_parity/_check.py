@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from collectors._exemplars import check_k, decode
+from collectors._parity._distribution import dense, divergences
 from collectors._parity._engine import (
     Batch,
     EngineOptions,
@@ -24,7 +25,7 @@ from collectors._parity._engine import (
 )
 from collectors._parity._prompts import BUILTIN_PROMPTS, load_prompts
 from collectors._parity._report import ParityReport, Phase
-from collectors._parity._trainer import load_model, perturbed, score
+from collectors._parity._trainer import distributions, load_model, perturbed, score
 
 WeightUpdate = Literal["none", "same", "perturbed"]
 WEIGHT_UPDATES: tuple[str, ...] = ("none", "same", "perturbed")
@@ -51,6 +52,7 @@ def parity(
     reset_prefix_cache: bool = True,
     perturbation: float = 0.3,
     exemplars: int = 32,
+    full_distribution: bool = False,
 ) -> ParityReport:
     """Check a local Hugging Face model directory's engine against its trainer recomputation.
 
@@ -66,6 +68,7 @@ def parity(
     cache or not, sample the same prompts again and compare with the trainer holding the same
     weights (step 1); when the cache was kept, step 2 resets it and samples once more.
     `exemplars`: tokens kept per phase (top |d| and a uniform sample, ≤ 512 each).
+    `full_distribution`: compare whole next-token distributions too (`_distribution`).
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0: greedy sampling has no distribution to compare")
@@ -79,8 +82,7 @@ def parity(
     _check_sampler_only(sampling)
     k = check_k(exemplars)
     texts = _prompt_texts(prompts)
-    options = engine or EngineOptions()
-    options = replace(options, seed=seed, dtype=options.dtype or trainer_dtype)
+    options = _engine_options(engine, seed, trainer_dtype, full_distribution)
     trainer = load_model(model, trainer_dtype)
     tokenizer = _tokenizer(model)
     owned = llm is None
@@ -90,7 +92,7 @@ def parity(
         config = effective_config(llm, sampling)
         found = _phases(llm, trainer, texts, sampling, config, k, weight_update=weight_update,
                         reset_prefix_cache=reset_prefix_cache, perturbation=perturbation,
-                        seed=seed)  # fmt: skip
+                        seed=seed, full=options.full_distribution)  # fmt: skip
     finally:
         if owned:
             stop(llm)
@@ -111,6 +113,17 @@ def parity(
     )
 
 
+def _engine_options(
+    engine: EngineOptions | None, seed: int, trainer_dtype: str, full: bool
+) -> EngineOptions:
+    """The options an engine the check starts gets: the check's seed, the trainer's dtype
+    unless one is given, every token's logprob when whole distributions are compared (small
+    vocabularies only; an `llm` passed in needs max_logprobs=-1 for that)."""
+    options = engine or EngineOptions()
+    full = full or options.full_distribution
+    return replace(options, seed=seed, dtype=options.dtype or trainer_dtype, full_distribution=full)
+
+
 def _phases(
     llm: Any,
     trainer: Any,
@@ -123,10 +136,13 @@ def _phases(
     reset_prefix_cache: bool,
     perturbation: float,
     seed: int,
+    full: bool = False,
 ) -> list[Any]:
     """Plain sampling (step 0), then, with a weight update, the same prompts after the push
     (step 1) and, when the prefix cache was kept, after resetting it (step 2)."""
-    found = [_phase(0, "plain sampling", sample(llm, texts, sampling), trainer, sampling, k)]
+    found = [
+        _phase(0, "plain sampling", sample(llm, texts, sampling, full=full), trainer, sampling, k)
+    ]
     if weight_update == "none":
         return found
     if weight_update == "perturbed":
@@ -134,13 +150,13 @@ def _phases(
     push_weights(llm, dict(trainer.state_dict()), reset_prefix_cache=reset_prefix_cache)
     cache = "reset" if reset_prefix_cache else "kept"
     name = f"after pushing {weight_update} weights, prefix cache {cache}"
-    found.append(_phase(1, name, sample(llm, texts, sampling), trainer, sampling, k))
+    found.append(_phase(1, name, sample(llm, texts, sampling, full=full), trainer, sampling, k))
     if not reset_prefix_cache and config.get("enable_prefix_caching"):
         # The control: the same weights with the cache dropped. Agreement here and not in step 1
         # pins a step-1 mismatch on the kept cache.
         llm.reset_prefix_cache()
         name = f"after pushing {weight_update} weights, then resetting the prefix cache"
-        found.append(_phase(2, name, sample(llm, texts, sampling), trainer, sampling, k))
+        found.append(_phase(2, name, sample(llm, texts, sampling, full=full), trainer, sampling, k))
     return found
 
 
@@ -198,7 +214,30 @@ def _phase(
         n = len(completion)
         lr[i, :n], lt[i, :n], ids[i, :n], mask[i, :n] = rollout, trained, completion, True
     summary = compute_step_metrics(lr, lt, mask, exemplars=k, token_ids=ids)
-    return Phase(step, name, summary.metrics, summary.buckets, summary.exemplars), batch
+    metrics = dict(summary.metrics)
+    if batch.distributions is not None:
+        metrics.update(_whole_distributions(batch, trainer, sampling))
+    return Phase(step, name, metrics, summary.buckets, summary.exemplars), batch
+
+
+def _whole_distributions(batch: Batch, trainer: Any, sampling: Sampling) -> dict[str, float]:
+    """KL and total variation between the engine's and the trainer's next-token distributions
+    over the vocabulary, at every sampled position."""
+    assert batch.distributions is not None
+    theirs = distributions(
+        trainer,
+        batch.prompts,
+        batch.completions,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+    )
+    engine, trained = [], []
+    for positions, rows in zip(batch.distributions, theirs, strict=True):
+        for found, row in zip(positions, rows, strict=True):
+            engine.append(dense(found, row.shape[-1]))
+            trained.append(row)
+    return divergences(engine, trained)
 
 
 def _with_text(found: tuple[Phase, Batch], tokenizer: Any) -> Phase:

@@ -31,6 +31,7 @@ class EngineOptions:
     dtype: str | None = None  # None: the trainer's dtype (vLLM's "auto" picks bf16 on CPU)
     kv_cache_memory_bytes: int = 256 << 20
     seed: int = 0
+    full_distribution: bool = False  # return every token's logprob (a small vocabulary only)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class Batch:
     prompts: list[list[int]]
     completions: list[list[int]]
     logprobs: list[list[float]]
+    # per sequence, per position: the engine's whole next-token distribution {token: logprob}
+    distributions: list[list[dict[int, float]]] | None = None
 
 
 def start(model_dir: str | Path, options: EngineOptions) -> Any:
@@ -93,6 +96,8 @@ def engine_kwargs(model_dir: str | Path, options: EngineOptions) -> dict[str, An
             kwargs[name] = value
     if options.head_dtype != "auto":
         kwargs["hf_overrides"] = {"head_dtype": options.head_dtype}
+    if options.full_distribution:
+        kwargs["max_logprobs"] = -1  # the whole vocabulary may be asked for
     return kwargs
 
 
@@ -103,7 +108,10 @@ def stop(llm: Any) -> None:
         llm.llm_engine.engine_core.shutdown()
 
 
-def sample(llm: Any, prompts: Sequence[str], sampling: Sampling) -> Batch:
+def sample(llm: Any, prompts: Sequence[str], sampling: Sampling, *, full: bool = False) -> Batch:
+    """The prompts' completions; with `full`, the engine's whole next-token distribution at
+    each sampled position too (vLLM's logprobs=-1, which needs an engine started with
+    max_logprobs=-1: `EngineOptions.full_distribution`)."""
     from vllm import SamplingParams
 
     params = SamplingParams(
@@ -116,17 +124,21 @@ def sample(llm: Any, prompts: Sequence[str], sampling: Sampling) -> Batch:
         presence_penalty=sampling.presence_penalty,
         frequency_penalty=sampling.frequency_penalty,
         min_p=sampling.min_p,
-        logprobs=0,
+        logprobs=-1 if full else 0,
         seed=sampling.seed,
     )
     outputs = llm.generate(list(prompts), params, use_tqdm=False)
-    batch = Batch([], [], [])
+    batch = Batch([], [], [], [] if full else None)
     for out in outputs:
         for completion in out.outputs:
             ids = list(completion.token_ids)
             batch.prompts.append(list(out.prompt_token_ids))
             batch.completions.append(ids)
             batch.logprobs.append(_sampled_logprobs(ids, completion.logprobs))
+            if batch.distributions is not None:
+                batch.distributions.append(
+                    [{t: float(lp.logprob) for t, lp in pos.items()} for pos in completion.logprobs]
+                )
     return batch
 
 

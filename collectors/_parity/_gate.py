@@ -9,6 +9,9 @@ Defaults, from measurements and the field (METRICS.md, "Healthy magnitudes"):
   rollout distribution, E[r] = 1 exactly, so a healthy check shows only sampling noise (≈ 14 at
   k3 = 1e-3 over 1,000 tokens); raw logprobs at temperature ≠ 1 shift it by hundreds to
   thousands — the write-ups' "ratio drift".
+- `max_full_kl` = `max_k3`, on the whole-distribution KL when the check compared whole
+  distributions (`full_distribution`): the exact KL over the vocabulary that k3 estimates from
+  the sampled tokens, so the same bound; checked only where a phase reports it.
 A non-finite value always fails: NaN is a broken engine, not a pass.
 
 A failure is explained by the settings known to cause one, the most likely first. A sampler-only
@@ -73,16 +76,26 @@ def evaluate(
     *,
     max_k3: float = DEFAULT_MAX_K3,
     max_abs_ratio_dev_1e4: float = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
+    max_full_kl: float | None = None,
 ) -> GateResult:
-    """Every (phase, metric) past its limit; the gate passes when there is none."""
+    """Every (phase, metric) past its limit; the gate passes when there is none. The
+    whole-distribution KL is held to `max_k3` unless `max_full_kl` says otherwise."""
     limits = (("k3_kl", max_k3), ("ratio_dev_1e4", max_abs_ratio_dev_1e4))
+    optional = (
+        "full_kl_mean",
+        max_k3 if max_full_kl is None else max_full_kl,
+    )  # only where the check compared distributions
     exceeded = []
     for phase in report.phases:
-        for metric, limit in limits:
+        present = (optional,) if optional[0] in phase.metrics else ()
+        for metric, limit in (*limits, *present):
             value = phase.metrics.get(metric, math.nan)
             if not math.isfinite(value) or abs(value) > limit:
                 exceeded.append(Exceeded(phase.step, phase.name, metric, value, limit))
-    return GateResult(not exceeded, tuple(exceeded), suspicious(report.config()), dict(limits))
+    checked = dict(limits)
+    if any(optional[0] in phase.metrics for phase in report.phases):
+        checked[optional[0]] = optional[1]
+    return GateResult(not exceeded, tuple(exceeded), suspicious(report.config()), checked)
 
 
 def suspicious(config: dict[str, Any]) -> dict[str, str]:

@@ -86,3 +86,28 @@ def perturbed(model: Any, scale: float, seed: int) -> None:
             noise = torch.randn(param.shape, generator=gen, dtype=torch.float32)
             spread = param.float().std() if param.numel() > 1 else param.float().abs()
             param.add_((noise * spread * scale).to(param.dtype))
+
+
+def distributions(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    *,
+    temperature: float,
+    top_p: float = 1.0,
+    top_k: int = 0,
+) -> list[Any]:
+    """The trainer's whole next-token distribution (log-probabilities over the vocabulary,
+    float64) at each sampled position, one array (positions × vocabulary) per sequence."""
+    import torch
+
+    out: list[Any] = []
+    with torch.no_grad():
+        for prompt, completion in zip(prompts, completions, strict=True):
+            if not completion:
+                out.append(torch.empty(0).numpy())
+                continue
+            ids = torch.tensor([list(prompt) + list(completion)])
+            logits = model(ids).logits[0, len(prompt) - 1 : -1]
+            out.append(sampler_log_probs(logits, temperature, top_p, top_k).double().numpy())
+    return out

@@ -22,7 +22,7 @@ from dashboard.components import DataTable
 from dashboard.pages import compare_aligned, compare_metrics
 from dashboard.pages.compare_data import divergences, fetch, read_through
 from dashboard.urlstate import as_float, as_int, as_list, encode
-from server.domain import signals, urls
+from server.domain import signal_views, signals, urls
 from server.domain.metrics import LOG_SCALE
 from server.domain.parity import diff
 from server.domain.reads.scope import ReadScope
@@ -320,7 +320,7 @@ def _legend(name: str, reference: bool, own: signals.Signal | None) -> str:
 
 
 def _log(metric: str) -> bool:
-    scale = signals.SCALES.get(metric)
+    scale = signal_views.SCALES.get(metric)
     return scale.log if scale is not None else metric in LOG_SCALE
 
 

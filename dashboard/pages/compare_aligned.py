@@ -17,7 +17,7 @@ from dashboard.alignment import (
     parse_align,
     x_at_step,
 )
-from server.domain import signals
+from server.domain import signal_views
 from server.domain.metrics import LOG_SCALE
 from server.domain.reads.runs import RunConfig
 from server.domain.reads.scope import ReadScope
@@ -108,7 +108,7 @@ def figure(
     return series_figure(
         [(names[r], placed[r]) for r in ordered],
         title=f"{named(metric)}, by {ALIGNS[align]}{note}",
-        log_y=scale.log if (scale := signals.SCALES.get(metric)) else metric in LOG_SCALE,
+        log_y=scale.log if (scale := signal_views.SCALES.get(metric)) else metric in LOG_SCALE,
         height=380,
         x_axis="aligned",
         x_title=axis,

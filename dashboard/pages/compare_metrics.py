@@ -17,7 +17,7 @@ from dash.development.base_component import Component
 
 from dashboard import ids
 from dashboard.access import Reader
-from server.domain import signals, urls
+from server.domain import signal_views, signals, urls
 from server.domain.metrics import compare_metric, compare_options
 from server.domain.reads.scope import ReadScope
 from server.errors import MonitorError
@@ -62,7 +62,7 @@ def menu(logged: dict[str, set[str]], current: str | None) -> tuple[list[Any], A
 
 
 def _option_label(metric: str) -> str:
-    scale = signals.SCALES.get(metric)
+    scale = signal_views.SCALES.get(metric)
     if scale is not None:
         return f"{scale.label} · each run's own signal on the {scale.unit} scale"
     signal = signals.BY_METRIC.get(metric)
@@ -75,9 +75,9 @@ def own_words(metrics: set[str]) -> str:
     head = signals.headline(metrics)
     if head is not None:
         return f"{head.metric} ({head.label})"
-    other = signals.measure(metrics)
+    other = signal_views.measure(metrics)
     if other is not None:
-        return f"{other} ({signals.MEASURES[other]}), which no alarm reads"
+        return f"{other} ({signal_views.MEASURES[other]}), which no alarm reads"
     return "no mismatch signal"
 
 
@@ -95,19 +95,20 @@ def note(
     shared = set.intersection(*logged.values())
     if not any(signals.headline(m) for m in logged.values()):
         parts.append(
-            f"None of these runs logs a signal the alarms read; to get one, {signals.HOW_TO_LOG}."
+            "None of these runs logs a signal the alarms read; to get one, "
+            f"{signal_views.HOW_TO_LOG}."
         )
     elif signals.headline(shared) is None and len(logged) > 1:
         own = "; ".join(f"{names.get(r, r)} logs {own_words(m)}" for r, m in logged.items())
         parts.append(f"These runs share no mismatch signal: {own}.")
         if any(signals.headline(m) is None for m in logged.values()):
-            parts.append(f"To give a run one, {signals.HOW_TO_LOG}.")
+            parts.append(f"To give a run one, {signal_views.HOW_TO_LOG}.")
     if metric:
         if metric in signals.BY_METRIC:
             parts.append(f"Drawn: {metric} — {signals.describe(metric)}.")
-        elif metric in signals.MEASURES:
+        elif metric in signal_views.MEASURES:
             parts.append(
-                f"Drawn: {metric} — {signals.MEASURES[metric]}: a measure of the gap that no "
+                f"Drawn: {metric} — {signal_views.MEASURES[metric]}: a measure of the gap that no "
                 "alarm reads, with no common scale."
             )
         lacking = [names.get(r, r) for r, metrics in logged.items() if metric not in metrics]
@@ -119,7 +120,7 @@ def note(
 def _family_note(
     family: str, logged: dict[str, set[str]], names: dict[str, str]
 ) -> list[str | Component]:
-    scale = signals.SCALES[family]
+    scale = signal_views.SCALES[family]
     out: list[str | Component] = [
         f"Drawn on the {scale.label} family's common scale ({scale.unit}), the one the alarms "
         "judge: each run's own signal converted. "
@@ -132,7 +133,7 @@ def _family_note(
             lacking.append(name)
             continue
         out += [
-            f"{name}: {own.label} ({own.metric}) {signals.on_scale(own)} — ",
+            f"{name}: {own.label} ({own.metric}) {signal_views.on_scale(own)} — ",
             dcc.Link(
                 f"its own {own.metric}",
                 href=urls.run_view(run_id, metric=own.metric),
@@ -143,6 +144,6 @@ def _family_note(
     if lacking:
         out.append(
             f"No {scale.label} signal in: {', '.join(lacking)}; to give a run one, "
-            f"{signals.HOW_TO_LOG}."
+            f"{signal_views.HOW_TO_LOG}."
         )
     return out

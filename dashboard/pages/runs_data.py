@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from server.domain import signals, urls
+from server.domain import signal_views, urls
 from server.domain.names import RunSort
 from server.domain.reads.runs import Headline, RunPage, RunSummary
 from server.domain.reads.scope import ReadScope
@@ -105,7 +105,7 @@ def tooltips(summaries: Sequence[RunSummary]) -> list[dict[str, Any]]:
     return [
         {
             "mismatch": {
-                "value": _meaning(s.headline) if s.headline else signals.no_signal(),
+                "value": _meaning(s.headline) if s.headline else signal_views.no_signal(),
                 "type": "text",
             }
         }

@@ -24,6 +24,7 @@ from server.alarms.evaluation import Evaluator
 from server.alarms.store import AlarmStore
 from server.deadlines import Deadline
 from server.domain.alarms import Rule, WouldBeAlert
+from server.domain.metrics import split_dimension
 from server.domain.records import StoredRecord
 from server.domain.rule_errors import RuleError
 from server.domain.scopes import narrow
@@ -68,6 +69,11 @@ class Backtester:
         rules = self._rules(found.run.project, rule_ids, drafts)
         evaluated, skipped = replay.replayable(rules)
         watched = {m for r in evaluated for m in r.watched()}
+        if "*" not in watched:  # and each environment's series of a watched metric
+            with db.read() as conn:
+                every = stored_steps.find(conn, run_id, metrics=None, projects=[found.run.project])
+            names = {metric for _, _, metric in every.series.values()} if every else set()
+            watched |= {n for n in names if n.endswith("}") and split_dimension(n)[0] in watched}
         with db.read() as conn:  # only the series the rules watch
             stored = stored_steps.find(
                 conn,

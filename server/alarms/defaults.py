@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.alarms import ids
+from server.alarms import correction_pack, ids
 from server.alarms.store import AlarmStore
 from server.domain import signals
 from server.domain.alarms import Rule
@@ -261,12 +261,18 @@ WHY: dict[str, str] = {
 }
 """Why a tuned rule has the numbers it has, by rule name (the others keep their first values,
 which the corpus found quiet: entropy collapse, non-finite, stalled)."""
+WHY.update(correction_pack.WHY)
 
 
 PACK_NAME = "default"
 """The name a project's receipt of the default pack is recorded under (`project_packs`)."""
 
-PACKS: dict[str, list[dict[str, Any]]] = {PACK_NAME: PACK, "sampler-only": SAMPLER_PACK}
+PACKS: dict[str, list[dict[str, Any]]] = {
+    PACK_NAME: PACK,
+    "sampler-only": SAMPLER_PACK,
+    # how corrections fare, and exact-parity runs: server/alarms/correction_pack.py
+    **correction_pack.PACKS,
+}
 """Every pack a project receives, by receipt name, in the order given."""
 
 DEFAULT_RULES: list[dict[str, Any]] = [spec for specs in PACKS.values() for spec in specs]

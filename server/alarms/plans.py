@@ -22,6 +22,7 @@ from server.alarms.rules import Check, Scan, Verdict, compile_rule, compile_scan
 from server.domain import signals
 from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Rule
+from server.domain.metrics import split_dimension, with_dimensions
 
 PlanKey = tuple[str, str, str, str, str | None, tuple[tuple[str, str], ...]]
 
@@ -90,9 +91,21 @@ def build(
     plan = Plan(stream)
     stronger: set[str] = set()
     checks: dict[tuple[str, str | None], tuple[Check, Scan | None, Any]] = {}
-    for metric, rules in by_metric.items():
+    # each environment's series of an indexed metric (`k3_kl{env=gsm8k}`) is watched as that
+    # metric is, by the rules that read one metric at a time
+    dimensioned = [
+        (name, by_metric[base])
+        for name in sorted(present)
+        if name.endswith("}") and name not in by_metric
+        for base, dims in [split_dimension(name)]
+        if dims and base in by_metric
+    ]
+    for metric, rules in [*by_metric.items(), *dimensioned]:
+        base, dims = split_dimension(metric) if metric.endswith("}") else (metric, {})
         slots = []
         for rule in rules:
+            if dims and rule.paired:
+                continue
             if not rule.matches(
                 project=project,
                 run_id=run_id,
@@ -102,24 +115,25 @@ def build(
                 metric=metric,
             ):
                 continue
-            family = _family_of(rule, metric)
+            family = _family_of(rule, base)
             signal = None
             if family is not None:
-                signal = signals.strongest(family, present)
+                scope = present if not dims else _same_dimensions(present, dims)
+                signal = signals.strongest(family, scope)
                 ranked = signals.members(family)
                 cut = ranked.index(signal.metric) if signal is not None else len(ranked)
-                stronger.update(ranked[:cut])
-                if signal is None or signal.metric != metric:
+                stronger.update(with_dimensions(m, dims) for m in ranked[:cut])
+                if signal is None or signal.metric != base:
                     continue  # the series is watched through a stronger member
-            precursor = rule.kind == "precursor"
+            paired = rule.paired
             state_key = (
                 StateKey.of_stream(rule.id, stream)
-                if precursor
+                if paired
                 else StateKey.of_metric(rule.id, stream, metric)
             )
             state = book.state(state_key)
             state.setdefault("eval", {})
-            trigger = precursor and metric in signals.members(rule.trigger)
+            trigger = paired and metric in signals.members(rule.trigger)
             compiled_key = (rule.id, signal.metric if signal is not None else None)
             compiled = checks.get(compiled_key)
             if compiled is None:
@@ -133,7 +147,7 @@ def build(
                     state,
                     timing(rule),
                     not trigger,
-                    rule.kind not in ("nonfinite", "precursor"),
+                    rule.kind != "nonfinite" and not paired,
                     quiet,
                     scan,
                 )
@@ -144,9 +158,19 @@ def build(
     return plan
 
 
+def _same_dimensions(present: Collection[str], dims: dict[str, str]) -> set[str]:
+    """The base names of the series in `present` that carry exactly `dims`."""
+    out = set()
+    for name in present:
+        base, found = split_dimension(name)
+        if found == dims:
+            out.add(base)
+    return out
+
+
 def _family_of(rule: Rule, metric: str) -> str | None:
     """The signal family through which `rule` watches `metric`, if any."""
-    names = [rule.trigger] if rule.kind == "precursor" else [rule.metric]
+    names = [rule.trigger] if rule.paired else [rule.metric]
     for name in names:
         if signals.is_family(name) and metric in signals.members(name):
             return name
@@ -162,15 +186,17 @@ def _compile(
     if signal is None:
         return compile_rule(rule), compile_scan(rule), quiet_check(rule)
     member = signal.metric
-    if rule.kind == "precursor":
+    if rule.paired and member in signals.members(rule.trigger):
         rule = rule.with_changes(params={**rule.params, "trigger_metric": member})
     check, scan, quiet = compile_rule(rule), compile_scan(rule), quiet_check(rule)
     if signal.conversion == "same":
         return check, scan, quiet
     to_scale = signal.to_scale
 
+    dimensioned = member + "{"
+
     def converted_check(st: dict[str, Any], value: float, metric: str, step: int) -> Verdict:
-        if metric != member:
+        if metric != member and not metric.startswith(dimensioned):
             return check(st, value, metric, step)
         verdict = check(st, to_scale(value), metric, step)
         return Verdict(verdict.breach, value, signal.from_scale(verdict.threshold, value))
@@ -182,7 +208,7 @@ def _compile(
         def converted_scan(
             st: dict[str, Any], metric: str, steps: list[int], values: list[float]
         ) -> bool:
-            if metric == member:
+            if metric == member or metric.startswith(dimensioned):
                 values = [to_scale(v) for v in values]
             return inner(st, metric, steps, values)
 

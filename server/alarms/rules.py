@@ -155,6 +155,46 @@ def precursor_scan(p: Params) -> Scan:
     return scan
 
 
+_RISE_KEYS = ("short", "long", "warmup", "z", "floor", "ratio", "refresh")
+_FALL_KEYS = ("window", "min_history")
+
+
+def diverging(p: Params) -> Check:
+    """A follow metric falling while the trigger metric rises.
+
+    The trigger's rise is the sustained rule's in log space (`short`, `long`, `warmup`, `z`,
+    `floor`); the follow metric's fall is a value below `relative_below` of its trailing median
+    over `window` values (the spike rule's collapse test). The rule breaches on a falling value
+    at most `within_steps` after a rising step; a fall that began first counts while it lasts,
+    since a value below the trailing median never joins it. A correction that masks less and
+    less while the gap it corrects widens is going blind. One state holds a detector per
+    metric."""
+    rise = detectors.sustained({k: p[k] for k in _RISE_KEYS if k in p} | {"space": "log"})
+    fall = detectors.spike(
+        {k: p[k] for k in _FALL_KEYS if k in p}
+        | {"relative_below": float(p.get("relative_below", 0.5)), "space": "linear"}
+    )
+    trigger = str(p.get("trigger_metric", DEFAULT_TRIGGER))
+    triggers = frozenset(signals.members(trigger))
+    within = int(p.get("within_steps", 50))
+
+    def check(st: dict[str, Any], value: float, metric: str, step: int) -> Verdict:
+        states = st.setdefault("detectors", {})
+        if metric in triggers:
+            breaches, judged, threshold = rise(states.setdefault(metric, {}), [value], False)
+            if breaches:
+                st["trigger_step"] = step
+            return Verdict(False, judged, threshold)
+        breaches, _, threshold = fall(states.setdefault(metric, {}), [value], False)
+        if breaches:
+            st["fall_step"] = step
+        rose = st.get("trigger_step")
+        near = rose is not None and 0 <= step - rose <= within
+        return Verdict(bool(breaches) and near, value, threshold)
+
+    return check
+
+
 def quiet_check(rule: Rule) -> Callable[[list[float]], bool] | None:
     """For the stateless kinds (threshold, non-finite): a test over a batch of values that none
     of them breaches, so the batch can be skipped whole while the alert is settled. None for the
@@ -173,6 +213,7 @@ COMPILERS: dict[str, Callable[[Mapping[str, Any]], Check]] = {
     "sustained": sustained,
     "nonfinite": nonfinite,
     "precursor": precursor,
+    "diverging": diverging,
 }
 
 

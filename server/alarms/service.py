@@ -26,6 +26,7 @@ from server.alarms.streams import History, Progress, Streams
 from server.alarms.turns import turns_for
 from server.domain.alarm_keys import StreamKey
 from server.domain.alarms import Alert, RunActivity
+from server.domain.metrics import split_dimension
 from server.domain.records import WriteResult
 
 log = logging.getLogger("mismatch_monitor.alarms")
@@ -127,7 +128,7 @@ class AlarmService:
         wanted: dict[StreamKey, int] = {}
         for stream, metric, step in heads:
             watched = self.evaluator.watched(stream.project)
-            if watched is None or metric in watched:
+            if watched is None or metric in watched or split_dimension(metric)[0] in watched:
                 wanted[stream] = max(step, wanted.get(stream, step))
         cursors = self.turns.cursors(wanted)
         behind = [s for s, head in wanted.items() if (c := cursors.get(s)) and head > c.through]

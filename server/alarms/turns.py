@@ -223,7 +223,7 @@ class SharedTurns:
             stream = StreamKey(alert.project, alert.run_id, alert.source, alert.actor or "")
             keys.append(
                 StateKey.of_stream(rule.id, stream)
-                if rule.kind == "precursor"
+                if rule.paired
                 else StateKey.of_metric(rule.id, stream, alert.metric)
             )
         return keys

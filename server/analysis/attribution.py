@@ -21,6 +21,13 @@ each hypothesis from the checks that bear on it:
 - `gpu_kernels` (the GPU type or its kernels): `gpu_contrast`.
 - `off_policy_lag` (asynchronous rollouts lagging the trainer): `lag_tracking`; supported by a
   growing lag.
+- `sampler_offset` also from the kept mass (`attribution_signatures.kept_mass`): a token-mean
+  ratio at the top-p the config records, or below 1 beside a top-k.
+- `quantized_rollout`: a level above healthy that holds steady, on a run whose config names a
+  quantized engine (`attribution_signatures.quantized`); the setting alone only supports it.
+- `routing_replay`: routing replay's active or valid share below 0.9, or its fallback above 5%.
+- `growing_gap`: the signal's rank correlation with the step above 0.8, its last third ten
+  times its first, with no fingerprint of another mode.
 - `normal_noise`: `level` within the healthy bound (or near the project's reference run) and no
   fingerprint.
 - `unknown`: a level above healthy and no fingerprint.
@@ -46,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.analysis import attribution_checks as checks
+from server.analysis import attribution_signatures as signatures
 from server.analysis import attribution_updates as updates
 from server.analysis.attribution_checks import Bucket, Check, GpuContrast, Reference, Series
 from server.analysis.attribution_config import (
@@ -57,7 +65,7 @@ from server.analysis.attribution_config import (
     config_notes,
     config_weight,
 )
-from server.domain import signals
+from server.domain import signal_views, signals
 
 __all__ = ["Attribution", "Bucket", "Check", "ConfigNote", "GpuContrast", "Hypothesis"]
 __all__ += ["CONFIG_RULES", "CONFIG_WEIGHT", "TITLES", "Mode", "Reference", "Trace"]
@@ -240,7 +248,29 @@ def _evidence(trace: Trace, found: Mapping[str, Check]) -> dict[Mode, tuple[floa
         first, last = checks.thirds(lags)
         if last > first:
             add("off_policy_lag", SUPPORT, f"lag grows over the run ({first:.3g} → {last:.3g})")
+    _signature_evidence(trace, add, above=above, other=other)
     return out
+
+
+def _signature_evidence(trace: Trace, add: _Add, *, above: bool, other: bool) -> None:
+    """The fingerprints of `attribution_signatures`: kept mass, quantization, routing replay
+    and a steadily growing gap."""
+    kept = signatures.kept_mass(trace.series, trace.config)
+    if kept is not None:
+        add("sampler_offset", PRIMARY, kept)
+    quantized = signatures.quantized(trace.config)
+    steady = _steady(trace)
+    if quantized is not None and above and steady is not None:
+        add("quantized_rollout", PRIMARY, f"a steady level above healthy with {quantized}")
+        add("quantized_rollout", SUPPORT, steady)
+    elif quantized is not None:
+        add("quantized_rollout", SUPPORT, f"the config names a quantized engine ({quantized})")
+    replay = signatures.routing_replay(trace.series)
+    if replay is not None:
+        add("routing_replay", PRIMARY, replay)
+    growth = signatures.growing(_scaled(trace))
+    if growth is not None and not (other or kept or replay):
+        add("growing_gap", PRIMARY, growth)
 
 
 def _head_evidence(
@@ -283,7 +313,7 @@ def missing(trace: Trace) -> str | None:
     """What the attribution lacks to say anything: no mismatch signal logged, or no finite
     value of it read; None when it has a signal to read."""
     if trace.signal is None:
-        return signals.no_signal()
+        return signal_views.no_signal()
     if not checks.finite(_scaled(trace)):
         return (
             f"This run logs {trace.signal} but no finite value of it over these steps, so there "

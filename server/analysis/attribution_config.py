@@ -25,6 +25,9 @@ Mode = Literal[
     "head_precision",
     "gpu_kernels",
     "off_policy_lag",
+    "quantized_rollout",
+    "routing_replay",
+    "growing_gap",
     "normal_noise",
     "unknown",
 ]
@@ -35,6 +38,9 @@ TITLES: dict[Mode, str] = {
     "head_precision": "a bf16 (or lower precision) lm_head on one side",
     "gpu_kernels": "the GPU type or its kernels",
     "off_policy_lag": "asynchronous, off-policy lag",
+    "quantized_rollout": "a quantized rollout engine (int8, fp8, w8a8 …) beside a bf16 trainer",
+    "routing_replay": "MoE routing replay switched off or degraded",
+    "growing_gap": "a gap growing steadily with training (weights or caches drifting apart)",
     "normal_noise": "within normal noise",
     "unknown": "unknown: above the healthy level with no known fingerprint",
 }

@@ -57,8 +57,8 @@ FrameworkOpt = Annotated[
     str | None,
     typer.Option(
         help="The framework that logged the runs (verl, trl, nemo-rl, openrlhf, slime, "
-        "ms-swift), or auto to tell each run's from its names: its metric names are mapped "
-        "onto ours"
+        "ms-swift, skyrl, areal, roll, prime-rl, rlinf), or auto to tell each run's from its "
+        "names: its metric names are mapped onto ours"
     ),
 ]
 FrameworkVersionOpt = Annotated[

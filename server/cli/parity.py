@@ -98,6 +98,14 @@ ResetOpt = Annotated[
 IngestTokenOpt = Annotated[
     str | None, Opt(envvar="MISMATCH_TOKEN", help="An ingest token for --url")
 ]
+FullOpt = Annotated[
+    bool,
+    Opt(
+        "--full-distribution",
+        help="Also compare whole next-token distributions (KL, total variation over the "
+        "vocabulary; gated at --max-k3): small vocabularies only",
+    ),
+]
 LabelOpt = Annotated[list[str] | None, Opt(help="k=v label of the stored report (repeatable)")]
 
 
@@ -125,6 +133,7 @@ def parity_command(
     weight_update: UpdateOpt = "none",
     reset_prefix_cache: ResetOpt = True,
     exemplars: Annotated[int, Opt(min=0, max=512, help="Worst and uniform tokens kept")] = 32,
+    full_distribution: FullOpt = False,
     max_k3: MaxK3 = DEFAULT_MAX_K3,
     max_abs_ratio_dev_1e4: MaxDev = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
     as_json: Annotated[bool, Opt("--json", help="Print the report as one JSON object")] = False,
@@ -167,6 +176,7 @@ def parity_command(
         weight_update=weight_update,
         reset_prefix_cache=reset_prefix_cache,
         exemplars=exemplars,
+        full_distribution=full_distribution,
     )
     gate = evaluate(report, max_k3=max_k3, max_abs_ratio_dev_1e4=max_abs_ratio_dev_1e4)
     if as_json:

@@ -10,8 +10,11 @@ from typing import Any, Literal, NamedTuple
 from server.domain import signals
 from server.domain.alarm_keys import StateKey
 from server.domain.labels import LabelFilter, parse_optional
+from server.domain.metrics import split_dimension
 
-RuleKind = Literal["threshold", "spike", "sustained", "nonfinite", "stalled", "precursor"]
+RuleKind = Literal[
+    "threshold", "spike", "sustained", "nonfinite", "stalled", "precursor", "diverging"
+]
 RULE_KINDS: tuple[RuleKind, ...] = (
     "threshold",
     "spike",
@@ -19,7 +22,12 @@ RULE_KINDS: tuple[RuleKind, ...] = (
     "nonfinite",
     "stalled",
     "precursor",
+    "diverging",
 )
+PAIRED_KINDS: tuple[RuleKind, ...] = ("precursor", "diverging")
+"""Kinds that read two metrics of one stream together, in one state: a trigger metric that
+only feeds its detector, and follow metrics whose breach near a trigger breach fires (a
+collapse precursor; a diverging pair, one metric rising while the other falls)."""
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")  # in rising order
 ReceiverFormat = Literal["standard", "slack", "alertmanager"]
@@ -61,6 +69,11 @@ class Rule:
         return parse_optional(self.label)
 
     @property
+    def paired(self) -> bool:
+        """Whether it reads a trigger and follow metrics in one state (`PAIRED_KINDS`)."""
+        return self.kind in PAIRED_KINDS
+
+    @property
     def trigger(self) -> str:
         """The metric a precursor watches first."""
         return str(self.params.get("trigger_metric", DEFAULT_TRIGGER))
@@ -68,7 +81,7 @@ class Rule:
     def watched(self) -> list[str]:
         """Metric names this rule evaluates; a signal family (`signals.VLLM_KL`) stands for
         all of its members (a series is then watched through the strongest it logs)."""
-        if self.kind == "precursor":
+        if self.paired:
             names = [self.trigger, *self.params.get("follow", ())]
         else:
             names = list(self.params.get("metrics") or [self.metric])
@@ -96,7 +109,10 @@ class Rule:
         if label is not None and not label.matches(labels):
             return False
         watched = self.watched()
-        return metric in watched or watched == ["*"]
+        if metric in watched or watched == ["*"]:
+            return True
+        # one environment's series of a watched metric (`k3_kl{env=gsm8k}`), for one-metric kinds
+        return not self.paired and metric.endswith("}") and split_dimension(metric)[0] in watched
 
     def with_changes(self, **changes: Any) -> Rule:
         return replace(self, **changes)
@@ -104,16 +120,12 @@ class Rule:
     @property
     def diagnosed(self) -> bool:
         """Its alerts' notifications carry a diagnosis (see `DIAGNOSED_METRICS`)."""
-        return (
-            self.kind == "precursor"
-            or self.metric in DIAGNOSED_METRICS
-            or signals.is_family(self.metric)
-        )
+        return self.paired or self.metric in DIAGNOSED_METRICS or signals.is_family(self.metric)
 
     @property
     def headline_metric(self) -> str:
-        """The metric a view of its alerts shows first: a precursor's trigger, else its own."""
-        return self.trigger if self.kind == "precursor" else self.metric
+        """The metric a view of its alerts shows first: a paired rule's trigger, else its own."""
+        return self.trigger if self.paired else self.metric
 
 
 def no_rules_note(project: str) -> str:

@@ -3,15 +3,46 @@ stored and shown too. Every list of metric names the server or the dashboard nee
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from server.domain import signals
+from server.domain import signal_views, signals
 
 METRIC_MAP_KEY = "metric_map"
 """The run-config entry where a collector (`metric_map=`) or an import (`--map`) records the
 names a user put under canonical ones: the collectors write it under this same name
 (`collectors._metric_map.CONFIG_KEY`; a test keeps the two equal), the run page shows it."""
+
+
+def split_dimension(name: str) -> tuple[str, dict[str, str]]:
+    """A stored name and its dimensions: `k3_kl{env=gsm8k}` is `k3_kl` with env=gsm8k (the
+    collectors write it so, `collectors._vocabulary.dimensioned`; a test keeps the two equal).
+    A name without dimensions comes back as it is, with none."""
+    if not name.endswith("}") or "{" not in name:
+        return name, {}
+    base, _, inner = name[:-1].partition("{")
+    dims: dict[str, str] = {}
+    for part in inner.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            return name, {}
+        dims[key] = value
+    return base, dims
+
+
+def with_dimensions(base: str, dims: Mapping[str, str]) -> str:
+    """The stored name of `base` with `dims` (`base` itself without any)."""
+    if not dims:
+        return base
+    return base + "{" + ",".join(f"{k}={v}" for k, v in dims.items()) + "}"
+
+
+def dimensioned_of(base: str, available: Collection[str]) -> list[str]:
+    """The names among `available` that are `base` with a dimension (one per environment),
+    in order of their dimension values."""
+    found = [(dims, name) for name in available for b, dims in [split_dimension(name)] if b == base]
+    return [name for dims, name in sorted(found, key=lambda pair: sorted(pair[0].items())) if dims]
+
 
 HEADLINE = "k3_kl"
 """The primary alarm series, "vllm-kl", of the runs that log it; a run's own headline is
@@ -68,11 +99,17 @@ class Panel:
 
     @property
     def log(self) -> bool:
-        return all(m in LOG_SCALE for m in self.metrics)
+        return all(split_dimension(m)[0] in LOG_SCALE for m in self.metrics)
 
 
 MISMATCH_PANEL = "mismatch"
 """The name of the run page's first panel: the run's headline signal, whatever it is."""
+ENVIRONMENT_PANEL = "per environment"
+"""The panel after the headline for a run that logs its headline signal per environment (or
+task): one line per environment."""
+CORRECTION_PANEL = "correction health"
+"""The name of the run page's second panel, for a run that logs how its importance-sampling
+correction fares: the strongest effective-sample-size and masked-share signals it logs."""
 
 PANELS: tuple[Panel, ...] = (
     Panel("ratio drift", ("ratio_dev_1e4", "ratio_abs_dev")),
@@ -85,6 +122,13 @@ PANELS: tuple[Panel, ...] = (
     Panel("ESS", ("ess_token", "ess_seq")),
     Panel("IS / MIS rates", ("mis_token_rate", "tis_token_rate", "mis_seq_rate")),
     Panel("prefix cache", ("prefix_cache_hit_rate",)),
+    Panel(
+        "routing replay",
+        ("routing_replay_active", "routing_replay_valid", "routing_replay_fallback"),
+        title="MoE routing replay",
+        subtitle="shares of router passes replayed and valid (1 when healthy), and of token "
+        "routes that fell back to the trainer's router (0 when healthy)",
+    ),
 )
 """The run page's fixed panels, drawn after the mismatch panels of `run_panels`."""
 
@@ -98,7 +142,10 @@ def run_panels(available: Collection[str]) -> list[Panel]:
 
     First the run's headline signal (`signals.headline`), titled with its label and meaning,
     with the members of its family that share its units, level and axis (k3 with reverse k3);
-    then the strongest signal of each other family it logs, unless a fixed panel draws it
+    then the same signal per environment, one line each, when the run logs it so;
+    then, when it logs how its correction fares, the strongest effective-sample-size and
+    masked-share signals in one panel (`CORRECTION_PANEL`); then the strongest signal of each
+    other gap family it logs, unless a fixed panel draws it
     (ratio drift draws ratio_dev_1e4), in a panel of its own; then the fixed `PANELS` it has
     data for. Every other signal it logs is one pick away in the page's metric menu.
     """
@@ -118,8 +165,30 @@ def run_panels(available: Collection[str]) -> list[Panel]:
         )
         out.append(_signal_panel(MISMATCH_PANEL, head, (head.metric, *companions)))
         drawn |= {head.metric, *companions}
+        per_environment = tuple(dimensioned_of(head.metric, available))
+        if per_environment:
+            out.append(
+                Panel(
+                    ENVIRONMENT_PANEL,
+                    per_environment,
+                    title=f"{head.label}, per environment",
+                    subtitle=head.meaning,
+                )
+            )
+            drawn |= set(per_environment)
+    correction = correction_signals(available)
+    if correction:
+        out.append(
+            Panel(
+                CORRECTION_PANEL,
+                tuple(s.metric for s in correction),
+                title="correction health",
+                subtitle="; ".join(f"{s.label}: {s.meaning}" for s in correction),
+            )
+        )
+        drawn |= {s.metric for s in correction}
     fixed = {m for panel in PANELS for m in panel.metrics}
-    for family in signals.FAMILIES:
+    for family in signals.GAP_FAMILIES:
         strongest = signals.strongest(family, available)
         if strongest is None or strongest.metric in drawn or strongest.metric in fixed:
             continue
@@ -130,6 +199,13 @@ def run_panels(available: Collection[str]) -> list[Panel]:
         if metrics:
             out.append(Panel(panel.name, metrics, panel.title, panel.subtitle))
     return out
+
+
+def correction_signals(available: Collection[str]) -> list[signals.Signal]:
+    """The strongest signal of each correction-health family (ESS, masked share) among
+    `available`, in that order; empty for a run whose correction logs nothing."""
+    found = (signals.strongest(family, available) for family in (signals.ESS, signals.MASKED))
+    return [signal for signal in found if signal is not None]
 
 
 COMPARE: tuple[str, ...] = (
@@ -159,7 +235,7 @@ def compare_metric(logged: Iterable[Collection[str]]) -> str | None:
     signal they all log (`signals.headline` of the shared names); else, when each logs a member
     of one family under different names, that family (`signals.VLLM_KL` first), drawn on its
     common scale; else the first run's own signal, when one logs any (a run without it reads
-    "no data" beside it); else a mismatch measure they all log (`signals.MEASURES`); else the
+    "no data" beside it); else a mismatch measure they all log (`signal_views.MEASURES`); else the
     first metric they share (the `COMPARE` ones first, then by name); None when they share none."""
     sets = [set(names) for names in logged]
     shared = shared_metrics(sets)
@@ -172,7 +248,7 @@ def compare_metric(logged: Iterable[Collection[str]]) -> str | None:
     own = next((h for names in sets if (h := signals.headline(names)) is not None), None)
     if own is not None:  # a run without one reads "no data" beside it, not "never" on entropy
         return own.metric
-    ordered = [m for m in (*signals.MEASURES, *COMPARE) if m in shared]
+    ordered = [m for m in (*signal_views.MEASURES, *COMPARE) if m in shared]
     ordered += sorted(shared - set(ordered))
     return ordered[0] if ordered else None
 
@@ -183,7 +259,7 @@ def compare_families(logged: Iterable[Collection[str]]) -> list[str]:
     sets = {i: set(names) for i, names in enumerate(logged)}
     out = []
     for family in signals.FAMILIES:
-        found = signals.each_strongest(family, sets) if len(sets) > 1 else None
+        found = signal_views.each_strongest(family, sets) if len(sets) > 1 else None
         if found is not None and len({s.metric for s in found.values()}) > 1:
             out.append(family)
     return out
@@ -202,6 +278,6 @@ def compare_options(logged: Iterable[Collection[str]]) -> list[str]:
     sets = [set(names) for names in logged]
     every = set().union(*sets) if sets else set()
     shared = shared_metrics(sets)
-    rank = {m: i for i, m in enumerate((*signals.BY_METRIC, *signals.MEASURES, *COMPARE))}
+    rank = {m: i for i, m in enumerate((*signals.BY_METRIC, *signal_views.MEASURES, *COMPARE))}
     first = sorted(shared, key=lambda m: (rank.get(m, len(rank)), m))
     return compare_families(sets) + first + sorted(every - shared)

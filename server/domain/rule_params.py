@@ -9,17 +9,17 @@ parameters take integers (a float with no fraction, such as 5.0, counts as one).
 | parameter | read by | type | range |
 |---|---|---|---|
 | threshold | threshold | number | -1e15 … 1e15 |
-| z | spike, sustained (log), precursor | number | 0 … 1000 |
-| floor | spike, sustained, precursor | number | 0 … 1e15 (the metric's units) |
+| z | spike, sustained (log), precursor, diverging | number | 0 … 1000 |
+| floor | spike, sustained, precursor, diverging | number | 0 … 1e15 (the metric's units) |
 | ratio | sustained | number | 0 … 1e6 |
-| relative_below | spike, precursor | number | 0 … 1 (0: off) |
-| window | spike, precursor | integer | 1 … 100000 |
-| min_history | spike, sustained (log), precursor | integer | 1 … 100000 |
+| relative_below | spike, precursor, diverging | number | 0 … 1 (0: off) |
+| window | spike, precursor, diverging | integer | 1 … 100000 |
+| min_history | spike, sustained (log), precursor, diverging | integer | 1 … 100000 |
 | refresh | spike, sustained (log), precursor | integer | 1 … 100000 |
-| short | sustained | integer | 1 … 100000 |
-| long | sustained | integer | 1 … 100000 |
-| warmup | sustained | integer | 1 … 100000 |
-| within_steps | precursor | integer | 0 … 100000 |
+| short | sustained, diverging | integer | 1 … 100000 |
+| long | sustained, diverging | integer | 1 … 100000 |
+| warmup | sustained, diverging | integer | 1 … 100000 |
+| within_steps | precursor, diverging | integer | 0 … 100000 |
 | trigger_for | precursor | integer | 1 … 100000 |
 | for_steps | all but stalled | integer | 1 … 100000 |
 | resolve_steps | all but stalled | integer | 1 … 100000 |

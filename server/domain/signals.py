@@ -17,10 +17,17 @@ alert reads in the signal's own units ("abs_logp_diff_mean 0.27 above 0.25"). Th
 | k1 (token and sequence level) | \\|x\\| | an unbiased but noisy estimator of the same KL whose sign flips with the direction of a systematic offset: on the demo's raw-logprobs runs k1 ≈ −2 k3 |
 | mean \\|d\\|, mean \\|r − 1\\| | `ABS_D_TO_K3` · x² | for small d, k3 ≈ d²/2, and (E\\|d\\|)² is E d² shrunk by the shape of d's distribution (2/π for a Gaussian); the factor is measured on real vLLM engine data, see `ABS_D_TO_K3` |
 | mult prob error | `ABS_D_TO_K3` · (x − 1)² | E exp\\|d\\| − 1 = E\\|d\\| + O(d²) |
+| ROLL's geometric-mean ratio | \\|log x\\| | exp(mean_t d) per sequence is exp(−k1) of it: −log of the mean over sequences is, to first order, a k1 estimate, read as k1 is |
 | ratio_dev_1e4 (token and sequence level) | x | the family's unit |
 | ratio mean (token, sequence) | (x − 1) · 10⁴ | the definition of ratio_dev_1e4 |
 | verl's and ms-swift's importance-weight mean | (x − 1) · 10⁴ | truncated per token (their token-level modes): truncation at C ≥ 2 only touches tokens with d > log 2, rare on a healthy run, so the mean stays a token mean of r |
 | TRL's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence (TRL's default `sequence_mask`), masked beyond its cap: far noisier than a token mean, and pulled down by long completions, see `SEQ_RATIO_NOISE` |
+
+Three more families watch what corrects or removes the gap rather than the gap: `ESS` (the
+importance weights' normalised effective sample size), `MASKED` (the share of tokens a
+correction masks or rejects) and `REPLAY` (MoE routing replay's active and valid shares). Their
+members are in their own units (fractions, no conversion), and a view never takes its headline
+from them (`GAP_FAMILIES`).
 
 Max-type metrics (`abs_logp_diff_max`, `ratio_max`, `k3_kl_max`) are never members: on healthy
 runs they often sit at a clamp or cap every step, so a level on them says nothing.
@@ -33,11 +40,9 @@ by x ↦ c·x² (both the rise and the noise double), and only absolute levels m
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Mapping
+from collections.abc import Container
 from dataclasses import dataclass
-from typing import Literal, TypeVar
-
-K = TypeVar("K")
+from typing import Literal
 
 SIGNAL_PREFIX = "signal:"
 VLLM_KL = "signal:vllm-kl"
@@ -45,7 +50,18 @@ VLLM_KL = "signal:vllm-kl"
 RATIO = "signal:ratio"
 """The ratio-drift family: a systematic offset of the importance ratio from 1 (ratio_dev_1e4
 scale) — raw instead of processed logprobs, a sampler-only penalty, top-p renormalisation."""
-FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO)
+ESS = "signal:ess"
+"""The correction-health family of importance-weight effective sample sizes, normalised to
+(0, 1]: how much of the batch an importance-sampling correction still learns from."""
+MASKED = "signal:masked"
+"""The correction-health family of the share of tokens a correction masks, rejects or caps
+(its own bounds where a framework logs it, ours — [1/2, 2] — for our collectors)."""
+REPLAY = "signal:replay"
+"""MoE rollout routing replay: the share of routers replaying the rollout's routes, and the
+share of replayed routes that were valid — 1 on healthy replay."""
+FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO, ESS, MASKED, REPLAY)
+GAP_FAMILIES: tuple[str, ...] = (VLLM_KL, RATIO)
+"""The families that measure the gap itself (the others measure its correction)."""
 
 ABS_D_TO_K3 = 4.0
 """k3 ≈ ABS_D_TO_K3 · (mean |d|)². A Gaussian d gives π/4 ≈ 0.79; a heavier-tailed d, whose gap
@@ -68,8 +84,17 @@ this CPU read 0.92–1.06 at 160 tokens. Dividing by 140 puts the ratio-drift ru
 ratio of 0.3 (or 1.7), below every healthy run; runs whose config records a sampler-only setting
 are held to 0.8 by a rule of their own (`server/alarms/defaults.py`)."""
 
+_FRACTION = "fraction of tokens (or sequences)"
+
+
 Conversion = Literal[
-    "same", "magnitude", "square", "excess_square", "deviation", "scaled_deviation"
+    "same",
+    "magnitude",
+    "log_magnitude",
+    "square",
+    "excess_square",
+    "deviation",
+    "scaled_deviation",
 ]
 Level = Literal["token", "sequence"]
 
@@ -91,6 +116,8 @@ class Signal:
             return value
         if self.conversion == "magnitude":
             return abs(value)
+        if self.conversion == "log_magnitude":
+            return abs(math.log(value)) if value > 0 else math.inf
         if self.conversion == "square":
             return ABS_D_TO_K3 * value * value
         if self.conversion == "excess_square":
@@ -109,6 +136,9 @@ class Signal:
             return scaled
         if self.conversion == "magnitude":
             return -scaled if math.isfinite(near) and near < 0 else scaled
+        if self.conversion == "log_magnitude":
+            below = math.isfinite(near) and near < 1.0
+            return math.exp(-scaled if below else min(scaled, 700.0))
         if self.conversion == "square":
             return math.sqrt(max(scaled, 0.0) / ABS_D_TO_K3)
         if self.conversion == "excess_square":
@@ -149,6 +179,29 @@ SIGNALS: tuple[Signal, ...] = (
         "vllm-kl (k1, per sequence)",
         "k1 estimate of the KL, mean over sequences",
         "magnitude",
+    ),
+    _kl(
+        "k1_kl@areal",
+        "vllm-kl (k1, AReaL)",
+        "AReaL's mean lT − lR (behave_approx_kl), negated to k1, over the tokens its "
+        "behaviour-weight cap keeps",
+        "magnitude",
+    ),
+    _kl(
+        "k1_kl@rlinf",
+        "vllm-kl (k1, RLinf)",
+        "RLinf's mean lR − lT (behav_approx_kl) over the tokens under its behaviour-weight "
+        "threshold",
+        "magnitude",
+    ),
+    Signal(
+        "actor/train_infer_ratio_geometric_mean",
+        VLLM_KL,
+        "geometric-mean ratio (ROLL)",
+        "ROLL's mean over sequences of exp(mean log p_trainer − log p_rollout): 1 is parity, "
+        "−log of it estimates the KL (k1, per sequence)",
+        "log_magnitude",
+        "sequence",
     ),
     _kl("k3_kl@ms-swift", "vllm-kl (k3, ms-swift)", _K3 + " (per-token values clamped at 10)"),
     _kl("reverse_k3_kl", "reverse vllm-kl (k3)", "KL(trainer ‖ rollout) per token, in nats"),
@@ -201,14 +254,106 @@ SIGNALS: tuple[Signal, ...] = (
         "deviation",
     ),
     _ratio(
+        "ratio_mean@areal",
+        "importance weight mean (AReaL)",
+        "AReaL's mean behaviour importance weight over the tokens its cap keeps: within a few "
+        "×1e-4 of 1 when healthy",
+        "deviation",
+    ),
+    _ratio(
         "ratio_mean@ms-swift",
         "importance weight mean (ms-swift)",
         "ms-swift's mean importance weight, truncated per token: within a few ×1e-4 of 1 when "
         "healthy",
         "deviation",
     ),
+    # -- correction health: in their own units (fractions), no conversion --
+    Signal(
+        "ess_token_clamped",
+        ESS,
+        "IS effective sample size (clamped weights)",
+        "normalised ESS of the token weights clamped to [1/2, 2]: 1 is every token counting "
+        "fully, verl's docs look below 0.3",
+    ),
+    Signal(
+        "ess_token_clamped@verl",
+        ESS,
+        "IS effective sample size (verl)",
+        "verl's normalised ESS of its truncated importance weights",
+    ),
+    Signal(
+        "ess_token_clamped@ms-swift",
+        ESS,
+        "IS effective sample size (ms-swift)",
+        "ms-swift's normalised ESS of its truncated importance weights",
+    ),
+    Signal("ess_token", ESS, "IS effective sample size", "normalised ESS of the raw token weights"),
+    Signal(
+        "mis_token_rate@verl",
+        MASKED,
+        "masked tokens (verl)",
+        f"{_FRACTION} verl's rejection sampling masks, at its configured bounds",
+    ),
+    Signal(
+        "mis_token_rate@prime-rl",
+        MASKED,
+        "masked tokens (prime-rl)",
+        f"{_FRACTION} prime-rl's trust-region mask drops",
+    ),
+    Signal(
+        "mis_token_rate@skyrl",
+        MASKED,
+        "masked tokens (SkyRL)",
+        f"{_FRACTION} SkyRL's token mask drops, at its configured bounds",
+    ),
+    Signal(
+        "mis_token_rate@roll",
+        MASKED,
+        "masked tokens (ROLL)",
+        f"{_FRACTION} ROLL's train–infer filters drop",
+    ),
+    Signal(
+        "mis_token_rate@areal",
+        MASKED,
+        "masked tokens (AReaL)",
+        f"{_FRACTION} AReaL's rejection sampling masks or clamps",
+    ),
+    Signal(
+        "mis_token_rate_high@rlinf",
+        MASKED,
+        "masked tokens (RLinf)",
+        f"{_FRACTION} RLinf's behaviour-weight threshold drops",
+    ),
+    Signal(
+        "mis_token_rate",
+        MASKED,
+        "masked tokens (IcePop [1/2, 2])",
+        f"{_FRACTION} whose ratio leaves [1/2, 2]: what a token mask at those bounds drops",
+    ),
+    Signal(
+        "mis_seq_rate@verl",
+        MASKED,
+        "masked sequences (verl)",
+        f"{_FRACTION} verl's rejection sampling rejects",
+        level="sequence",
+    ),
 )
 """Every member, each family's in rank order: the first one a series logs is the one read."""
+SIGNALS += (
+    Signal(
+        "routing_replay_active",
+        REPLAY,
+        "routing replay active",
+        "share of the step's MoE router passes that replayed the rollout's expert choices: 1 "
+        "when replay is on; without it ~10% of routers disagree per forward pass",
+    ),
+    Signal(
+        "routing_replay_valid",
+        REPLAY,
+        "routing replay valid",
+        "share of the replayed routes that were valid: 1 when healthy",
+    ),
+)
 
 BY_METRIC: dict[str, Signal] = {s.metric: s for s in SIGNALS}
 MEMBERS: dict[str, tuple[str, ...]] = {
@@ -237,74 +382,6 @@ def headline(present: Container[str]) -> Signal | None:
     """What a view shows as "the" mismatch of a run that logs the names in `present`: its
     strongest vllm-kl signal, else its strongest ratio signal."""
     return strongest(VLLM_KL, present) or strongest(RATIO, present)
-
-
-@dataclass(frozen=True, slots=True)
-class Scale:
-    """A family's common scale as views name it: the family, and the units of its first member."""
-
-    family: str
-    label: str
-    unit: str
-    log: bool
-
-
-SCALES: dict[str, Scale] = {
-    VLLM_KL: Scale(VLLM_KL, "vllm-kl", "k3", log=True),
-    RATIO: Scale(RATIO, "ratio drift", "ratio drift ×1e4", log=False),
-}
-"""How a view names each family's common scale, and whether it is drawn on a log axis."""
-
-
-def on_scale(signal: Signal) -> str:
-    """How `signal` is put on its family's scale, in words ("as it is", "as 4·x²")."""
-    return {
-        "same": "as it is",
-        "magnitude": "as |x|",
-        "square": f"as {ABS_D_TO_K3:g}·x²",
-        "excess_square": f"as {ABS_D_TO_K3:g}·(x − 1)²",
-        "deviation": "as (x − 1)·10⁴",
-        "scaled_deviation": f"as (x − 1)·10⁴ / {SEQ_RATIO_NOISE:g}",
-    }[signal.conversion]
-
-
-def each_strongest(family: str, present: Mapping[K, Container[str]]) -> dict[K, Signal] | None:
-    """Each key's strongest member of `family` among its names, or None when one logs none."""
-    found = {key: strongest(family, names) for key, names in present.items()}
-    if not found or any(s is None for s in found.values()):
-        return None
-    return {key: s for key, s in found.items() if s is not None}
-
-
-MEASURES: dict[str, str] = {
-    "prob_diff_mean": "mean |p_trainer − p_rollout| per token",
-    "prob_diff_max": "largest |p_trainer − p_rollout| of a step",
-    "abs_logp_diff_max": "largest |log p_trainer − log p_rollout| of a step, in nats",
-    "k3_kl_max": "largest per-token k3 of a step",
-    "k3_kl_p99": "99th percentile of the per-token k3 of a step",
-    "prob_pearson": "Pearson correlation of p_trainer and p_rollout (1 is parity)",
-    "log_ppl_abs_diff": "|log perplexity (rollout) − log perplexity (trainer)|",
-    "chi2_token": "mean squared importance ratio − 1 per token",
-}
-"""Measures of the gap that are no family's member (max-type, or no conversion to a family's
-scale): a view draws and names them, but no alarm reads them and they have no common scale."""
-
-
-def measure(present: Container[str]) -> str | None:
-    """The first of `MEASURES` among `present`."""
-    return next((m for m in MEASURES if m in present), None)
-
-
-HOW_TO_LOG = (
-    "log one with the collectors (TrainerCollector writes k3_kl), or store the trainer's own "
-    "name as a signal on import: --map NAME=k3_kl (or k1_kl, abs_logp_diff_mean, ratio_mean)"
-)
-"""How a run comes to have a mismatch signal: said wherever a view lacks one."""
-
-
-def no_signal(subject: str = "This run") -> str:
-    """The sentence a view says in place of a finding when `subject` logs no mismatch signal."""
-    return f"{subject} logs no mismatch signal, so there is nothing to read: {HOW_TO_LOG}."
 
 
 def describe(metric: str) -> str:

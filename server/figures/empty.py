@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from server.domain import signals
+from server.domain import signal_views
 from server.figures.text import safe
 
 BUCKETS_HINT = (
@@ -55,4 +55,4 @@ def is_empty_state(fig: go.Figure) -> bool:
 
 def no_signal_figure() -> go.Figure:
     """The mismatch chart of a run that logs no mismatch signal: what is missing, how to log it."""
-    return empty_figure(safe(signals.no_signal()).replace(": ", ":<br>", 1), title="mismatch")
+    return empty_figure(safe(signal_views.no_signal()).replace(": ", ":<br>", 1), title="mismatch")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from server.domain import signals
+from server.domain import signal_views, signals
 
 
 def safe(text: object) -> str:
@@ -44,7 +44,7 @@ def named(metric: str) -> str:
     """A metric in a title: a mismatch signal by its label with its metric name beside it
     ("mean |logp diff| (abs_logp_diff_mean)"), a family by its common scale, any other metric
     by its name."""
-    scale = signals.SCALES.get(metric)
+    scale = signal_views.SCALES.get(metric)
     if scale is not None:
         return f"{scale.label}, each run's own signal on the family's {scale.unit} scale"
     signal = signals.BY_METRIC.get(metric)

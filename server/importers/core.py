@@ -243,8 +243,14 @@ def run_id_for(kind: Kind, key: str) -> str:
     return f"{prefix}-{tail}-{digest}"
 
 
+AUTO = "auto"
+"""The framework name that asks the importer to recognise a run's framework from its metric
+names (`server.importers.hints.detect_framework`), run by run."""
+
+
 def check_framework(framework: str | None) -> str | None:
-    """The adapters' own spelling of a framework name; ImportFailed for one they do not know."""
+    """The adapters' own spelling of a framework name (or `AUTO`); ImportFailed for one they do
+    not know."""
     if framework is None:
         return None
     wanted = framework.strip().lower().replace("_", "-")

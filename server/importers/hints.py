@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from collectors._adapters import FRAMEWORKS, lookup
+from collectors._adapters import FRAMEWORKS, detect, lookup
 from server.domain.signals import SIGNALS
 
 _RANK = {signal.metric: i for i, signal in enumerate(SIGNALS)}
@@ -85,6 +85,9 @@ def detect_framework(names: Iterable[str]) -> tuple[str | None, list[str]]:
     Each known name counts 1/k for each of the k frameworks that know it, so a name every
     trainer logs (`loss`, `entropy`) decides nothing and a framework's own names decide. None
     when no framework knows a name, or when two tie (they are returned for the message)."""
+    own = detect(names := list(names))  # a framework's own names decide first
+    if own is not None:
+        return own, []
     scores = dict.fromkeys(FRAMEWORKS, 0.0)
     for name in set(names):
         knowing = [fw for fw in FRAMEWORKS if lookup(fw, name)]

@@ -27,7 +27,7 @@ from server.storage import tables as t
 from server.storage.point_columns import Points
 
 HEADLINE_ORDER: tuple[str, ...] = tuple(
-    metric for family in (signals.VLLM_KL, signals.RATIO) for metric in signals.members(family)
+    metric for family in signals.GAP_FAMILIES for metric in signals.members(family)
 )
 """Every signal in the order `signals.headline` prefers them: the first a run logs is its
 headline."""

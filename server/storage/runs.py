@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from server.domain import sampler
+from server.domain import run_labels
 from server.domain.names import DEFAULT_RUN_KIND, ENDED
 from server.domain.records import RunUpsert
 from server.storage import sql
@@ -92,15 +92,15 @@ def upsert(
         updates["ended_at"] = _ended_at(run, now)
     if run.kind is not None:
         updates["kind"] = run.kind
-    derived = sampler.derived_of(existing.labels)
+    derived = run_labels.derived_of(existing.labels)
     if run.config:
         stored = conn.execute(
             sa.select(t.runs.c.config).where(t.runs.c.pk == existing.pk)
         ).scalar_one()
         merged = {**json.loads(stored), **run.config}
         updates["config"] = dumps(merged)
-        derived = sampler.derived_labels(merged)
-    labels = sampler.with_derived(
+        derived = run_labels.derived_labels(merged)
+    labels = run_labels.with_derived(
         run.labels if run.labels is not None else existing.labels, derived
     )
     if labels != existing.labels:
@@ -163,7 +163,7 @@ def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRe
         "name": run.name or run.id,
         "tags": json.dumps(list(run.tags or [])),
         "labels": json.dumps(
-            sampler.with_derived(run.labels or {}, sampler.derived_labels(run.config or {}))
+            run_labels.with_derived(run.labels or {}, run_labels.derived_labels(run.config or {}))
         ),
         "config": dumps(run.config or {}),
         "status": run.status or "running",

@@ -170,6 +170,9 @@ def test_k3_rules_of_default_pack_include_precursor_only_k3_watchers() -> None:
         "vllm-kl high",
         "vllm-kl high (sampler-only setting)",
         "collapse precursor",
+        # a diverging rule triggered by vllm-kl, and the exact-parity rule (labelled runs only)
+        "correction going blind",
+        "nonzero mismatch (exact parity)",
     }
 
 
@@ -273,6 +276,13 @@ def test_mismatch_rules_of_default_pack_are_the_signal_rules() -> None:
         "collapse precursor",
         "vllm-kl high (sampler-only setting)",
         "ratio drift (sampler-only setting)",
+        # the correction-health families, and the exact-parity rules (labelled runs only)
+        "IS effective sample size low",
+        "correction masks many tokens",
+        "correction going blind",
+        "nonzero mismatch (exact parity)",
+        "ratio off 1 (exact parity)",
+        "routing replay off or degraded",
     }
 
 
@@ -358,6 +368,19 @@ _LOGS = {  # rendering: (mismatch metrics it logs, the vllm-kl member read, the 
     "openrlhf": ({"k1_kl"}, "k1_kl", None),
     "ms-swift": ({"k1_kl", "ratio_mean@ms-swift"}, "k1_kl", "ratio_mean@ms-swift"),
     "nemo-rl": ({"k3_kl", "mult_prob_error"}, "k3_kl", None),
+    "skyrl": (
+        {"abs_logp_diff_mean", "abs_logp_diff_max", "ratio_mean"},
+        "abs_logp_diff_mean",
+        "ratio_mean",
+    ),
+    "areal": ({"k1_kl@areal", "ratio_mean@areal"}, "k1_kl@areal", "ratio_mean@areal"),
+    "roll": (
+        {"actor/train_infer_ratio_geometric_mean", "ratio_mean_seq", "ratio_dev_1e4_seq"},
+        "actor/train_infer_ratio_geometric_mean",
+        "ratio_dev_1e4_seq",
+    ),
+    "prime-rl": ({"k3_kl"}, "k3_kl", None),
+    "rlinf": ({"abs_logp_diff_mean", "k1_kl@rlinf"}, "k1_kl@rlinf", None),
 }
 
 

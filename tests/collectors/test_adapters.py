@@ -16,19 +16,29 @@ import pytest
 from collectors._adapters import (
     FRAMEWORKS,
     VARIANT_SEP,
+    areal,
+    detect,
     lookup,
     map_metrics,
     ms_swift,
     nemo_rl,
     openrlhf,
+    prime_rl,
+    rlinf,
+    roll,
+    skyrl,
     slime,
     trl,
     verl,
 )
-from collectors._vocabulary import PASSED_THROUGH
+from collectors._vocabulary import PASSED_THROUGH, ROUTING
 from tests.collectors.reference import reference
 
-TABLES = {m.TABLE.framework: m.TABLE for m in (verl, trl, nemo_rl, openrlhf, slime, ms_swift)}
+MODULES = (verl, trl, nemo_rl, openrlhf, slime, ms_swift, skyrl, areal, roll, prime_rl, rlinf)
+TABLES = {m.TABLE.framework: m.TABLE for m in MODULES}
+TRAINING_SIGNALS = ("verl", "trl", "nemo-rl", "openrlhf", "slime", "ms-swift")
+"""The frameworks whose tables also map the training signals (loss, grad norm, reward,
+response length, entropy); the others map their mismatch and correction metrics."""
 
 # Each framework's real names, with the name its value must be stored under (None: as it came).
 NAMES: dict[str, dict[str, str | None]] = {
@@ -49,6 +59,8 @@ NAMES: dict[str, dict[str, str | None]] = {
         "rollout_corr/rollout_is_mean": "ratio_mean@verl",
         "rollout_corr/rollout_is_std": "ratio_std@verl",
         "rollout_corr/rollout_is_eff_sample_size": "ess_token_clamped@verl",
+        "rollout_corr/rollout_rs_masked_fraction": "mis_token_rate@verl",
+        "rollout_corr/rollout_rs_seq_masked_fraction": "mis_seq_rate@verl",
         "rollout_corr/training_log_ppl": None,
         "rollout_corr/log_ppl_diff_max": None,
         "rollout_corr/rollout_is_seq_mean": None,
@@ -118,6 +130,7 @@ NAMES: dict[str, dict[str, str | None]] = {
         "mean_prompt_length": None,
         # NVIDIA-NeMo/RL: nemo_rl/experience/rollouts.py
         "mean_gen_tokens_per_sample": "response_length_mean",
+        "r3/routed_experts_fallback_token_route_fraction": "routing_replay_fallback",
         "natural_termination_rate": None,
     },
     "openrlhf": {
@@ -202,6 +215,80 @@ NAMES: dict[str, dict[str, str | None]] = {
         "loss": "loss",
         "grad_norm": "grad_norm",
     },
+    "skyrl": {
+        # NovaSky-AI/SkyRL: skyrl/train/trainer.py
+        "policy/rollout_train_logprobs_abs_diff_mean": "abs_logp_diff_mean",
+        "policy/rollout_train_logprobs_abs_diff_max": "abs_logp_diff_max",
+        "policy/rollout_train_logprobs_abs_diff_std": "abs_logp_diff_std@skyrl",
+        "policy/rollout_train_logprobs_abs_diff_min": None,
+        # NovaSky-AI/SkyRL: skyrl/backends/skyrl_train/utils/off_policy_correction_utils.py
+        "policy/loss_metrics/is_ratio_mean": "ratio_mean",
+        "policy/loss_metrics/is_ratio_max": "ratio_max",
+        "policy/loss_metrics/is_ratio_std": "ratio_std@skyrl",
+        "policy/loss_metrics/is_ratio_min": None,
+        "policy/loss_metrics/tis_token_clip_high_ratio": "tis_token_rate@skyrl",
+        "policy/loss_metrics/tis_seq_clip_high_ratio": "tis_seq_rate@skyrl",
+        "policy/loss_metrics/token_mask_ratio": "mis_token_rate@skyrl",
+        "policy/loss_metrics/outlier_seq_masked_ratio": "veto_seq_rate@skyrl",
+        "policy/loss_metrics/outlier_seq_over_high_ratio": None,
+        "policy/loss_metrics/product_sequence_mask_masked_ratio": "mis_seq_rate@skyrl",
+        "policy/loss_metrics/geo_sequence_mask_masked_ratio": "geo_mis_seq_rate@skyrl",
+        # not in SkyRL's source as read; quoted in public write-ups
+        "policy/rollout_train_prob_diff_mean": None,
+        "policy/rollout_train_prob_diff_std": None,
+    },
+    "areal": {
+        # inclusionAI/AReaL: areal/trainer/ppo/actor.py, areal/utils/functional/functional.py
+        "ppo_actor/update/behave_approx_kl/avg": "k1_kl@areal",
+        "ppo_actor/update/behave_imp_weight/avg": "ratio_mean@areal",
+        "ppo_actor/update/behave_imp_weight/max": "ratio_max@areal",
+        "ppo_actor/update/behave_imp_weight/min": "ratio_min@areal",
+        "ppo_actor/update/rs_filtered_fraction": "mis_token_rate@areal",
+        "ppo_actor/update/entropy/avg": "entropy",
+        "ppo_actor/update/grad_norm": "grad_norm",
+        "r3/replay_fraction_active": "routing_replay_active",
+        "r3/routing_valid_fraction": "routing_replay_valid",
+        "ppo_actor/update/behave_approx_kl/max": None,
+        "ppo_actor/update/importance_weight/avg": None,
+        "ppo_actor/update/clip_ratio/avg": None,
+    },
+    "roll": {
+        # alibaba/ROLL: roll/utils/train_infer_corrections.py (names as its trackers write them)
+        "actor/train_infer_ratio_token_mean": "ratio_mean_seq",
+        "actor/train_infer_ratio_sequence_mean": "seq_ratio_mean",
+        "actor/is_weight_clipfrac": "tis_token_rate@roll",
+        "actor/train_infer_ratio_geometric_mean": None,
+        "actor/train_infer_ratio_segment_mean": None,
+        "actor/train_infer_diff_token_mean": None,
+        "actor/train_infer_token_ratio_mask_mean": None,
+    },
+    "prime-rl": {
+        # PrimeIntellect-ai/prime-rl: src/prime_rl/trainer/rl/train.py, loss.py, utils.py
+        "mismatch_kl/all/mean": "k3_kl",
+        "mismatch_kl/all/max": "k3_kl_max",
+        "is_masked/mean": "mis_token_rate@prime-rl",
+        "is_masked_low/mean": "mis_token_rate_low@prime-rl",
+        "is_masked_high/mean": "mis_token_rate_high@prime-rl",
+        "entropy/all/mean": "entropy",
+        "optim/grad_norm": "grad_norm",
+        "loss/mean": "loss",
+        "mismatch_kl/all/median": None,
+        "mismatch_kl/gsm8k/mean": "k3_kl{env=gsm8k}",
+        "mismatch_kl/gsm8k/max": None,
+        "masked_mismatch_kl/mean": None,
+        "unmasked_mismatch_kl/mean": None,
+    },
+    "rlinf": {
+        # RLinf/RLinf: rlinf/workers/actor/embodied_fsdp_actor_worker.py
+        "actor/rollout_train_logprob_gap": "abs_logp_diff_mean",
+        # RLinf/RLinf: rlinf/algorithms/losses.py
+        "actor/behav_approx_kl": "k1_kl@rlinf",
+        "actor/behav_clip_fraction": "mis_token_rate_high@rlinf",
+        "actor/grad_norm": "grad_norm",
+        "actor/policy_loss": "loss",
+        "actor/proximal_approx_kl": None,
+        "actor/clip_fraction": None,
+    },
 }
 
 
@@ -216,7 +303,8 @@ def test_real_names_map_to_the_names_metrics_md_gives(framework: str) -> None:
     for name, target in NAMES[framework].items():
         if target is None:
             continue
-        assert got.metrics[target] == values[name], name
+        rule = next(r for r in lookup(framework, name) if r.target == target)
+        assert got.metrics[target] == rule.apply(values[name]), name
         assert name not in got.kept
         if target != name:
             assert got.renames[target] == name
@@ -232,10 +320,11 @@ def test_unmapped_names_are_kept_under_their_own_names(framework: str) -> None:
     assert set(got.kept) == set(unmapped)
     for name in unmapped:
         assert got.metrics[name] == values[name]
-    assert len(got.metrics) == len(values) + len(got.transforms)
+    extra = sum(len(lookup(framework, name)) - 1 for name in values if lookup(framework, name))
+    assert len(got.metrics) == len(values) + extra
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("framework", TRAINING_SIGNALS)
 def test_every_framework_feeds_the_signals_the_alarms_read(framework: str) -> None:
     got = map_metrics(framework, _values(NAMES[framework]))
     for name in ("grad_norm", "loss", "reward_mean", "response_length_mean"):
@@ -252,8 +341,20 @@ def test_unknown_framework_raises_naming_the_valid_ones() -> None:
         lookup("axolotl", "loss")
 
 
-def test_frameworks_are_the_six_with_tables() -> None:
-    assert FRAMEWORKS == ("verl", "trl", "nemo-rl", "openrlhf", "slime", "ms-swift")
+def test_frameworks_are_the_eleven_with_tables() -> None:
+    assert FRAMEWORKS == (
+        "verl",
+        "trl",
+        "nemo-rl",
+        "openrlhf",
+        "slime",
+        "ms-swift",
+        "skyrl",
+        "areal",
+        "roll",
+        "prime-rl",
+        "rlinf",
+    )
     assert set(TABLES) == set(FRAMEWORKS)
 
 
@@ -424,7 +525,48 @@ def ms_swift_values(b: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def skyrl_values(b: dict[str, Any]) -> dict[str, float]:
+    lr, lt, m = b["lr"], b["lt"], b["m"]
+    gap = np.abs(lr[m] - lt[m])
+    ratio = np.exp(np.clip(lt - lr, -20, 20))
+    return {
+        "policy/rollout_train_logprobs_abs_diff_mean": float(gap.mean()),
+        "policy/rollout_train_logprobs_abs_diff_max": float(gap.max()),
+        "policy/loss_metrics/is_ratio_mean": _tok(ratio, m),
+        "policy/loss_metrics/is_ratio_max": float((ratio * m).max()),
+    }
+
+
+def roll_values(b: dict[str, Any]) -> dict[str, float]:
+    lr, lt, m = b["lr"], b["lt"], b["m"]
+    log_ratio = lt - lr
+    per_seq = np.exp((log_ratio * m).sum(1))
+    return {
+        "actor/train_infer_ratio_token_mean": float(_seq(np.exp(log_ratio), m).mean()),
+        "actor/train_infer_ratio_sequence_mean": float(per_seq.mean()),
+    }
+
+
+def prime_rl_values(b: dict[str, Any]) -> dict[str, float]:
+    d = (b["lt"] - b["lr"])[b["m"]]
+    kl = np.exp(d) - d - 1
+    return {"mismatch_kl/all/mean": float(kl.mean()), "mismatch_kl/all/max": float(kl.max())}
+
+
+def rlinf_values(b: dict[str, Any]) -> dict[str, float]:
+    return {"actor/rollout_train_logprob_gap": _tok(np.abs(b["lt"] - b["lr"]), b["m"])}
+
+
+def areal_values(b: dict[str, Any]) -> dict[str, float]:
+    return {}  # every mismatch value of AReaL's is a variant (see the tests below)
+
+
 FORMULAS: dict[str, Callable[[dict[str, Any]], dict[str, float]]] = {
+    "skyrl": skyrl_values,
+    "areal": areal_values,
+    "roll": roll_values,
+    "prime-rl": prime_rl_values,
+    "rlinf": rlinf_values,
     "verl": verl_values,
     "trl": trl_values,
     "nemo-rl": nemo_rl_values,
@@ -512,6 +654,29 @@ def test_a_value_whose_formula_differs_from_ours_is_stored_apart(
     assert canonical not in got.metrics
 
 
+def test_areal_and_rlinf_behaviour_kl_is_our_k1_on_a_run_their_cap_leaves_whole() -> None:
+    b = _batch(6)
+    ours = reference(b["lr"], b["lt"], b["m"], new=b["new"], adv=b["adv"])
+    # AReaL: proximal (trainer) minus old (rollout) log-prob, averaged over the kept tokens
+    areal_kl = _tok(b["lt"] - b["lr"], b["m"])
+    got = map_metrics("areal", {"ppo_actor/update/behave_approx_kl/avg": areal_kl})
+    assert got.metrics["k1_kl@areal"] == pytest.approx(ours["k1_kl"], rel=1e-12)
+    assert got.transforms == {"k1_kl@areal": "-x"}
+    # RLinf: minus (proximal − old), the same tokens
+    rlinf_kl = -float(((b["lt"] - b["lr"]) * b["m"]).sum() / b["m"].sum())
+    got = map_metrics("rlinf", {"actor/behav_approx_kl": rlinf_kl})
+    assert got.metrics["k1_kl@rlinf"] == pytest.approx(ours["k1_kl"], rel=1e-12)
+
+
+def test_roll_kept_share_becomes_the_masked_share_of_a_token_filter_at_our_bounds() -> None:
+    b = _batch(7)
+    ours = reference(b["lr"], b["lt"], b["m"], new=b["new"], adv=b["adv"])
+    ratio = np.exp(b["lt"] - b["lr"])
+    kept = ((ratio >= 0.5) & (ratio <= 2.0)).astype(float)  # a token ratio filter at [1/2, 2]
+    got = map_metrics("roll", {"actor/train_infer_final_mask_mean": _tok(kept, b["m"])})
+    assert got.metrics["mis_token_rate@roll"] == pytest.approx(ours["mis_token_rate"], abs=1e-12)
+
+
 def test_verl_clip_fraction_is_the_sum_of_our_low_and_high_clip_rates() -> None:
     b = _batch(5)
     ours = reference(b["lr"], b["lt"], b["m"], new=b["new"], adv=b["adv"])
@@ -528,7 +693,7 @@ def _canonical_names() -> set[str]:
     b = _batch(0)
     ent = np.ones_like(b["lr"])
     ours = reference(b["lr"], b["lt"], b["m"], new=b["new"], adv=b["adv"], ent=ent)
-    return (set(ours) - {"buckets"}) | set(PASSED_THROUGH)
+    return (set(ours) - {"buckets"}) | set(PASSED_THROUGH) | set(ROUTING)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -556,7 +721,7 @@ def test_no_rule_targets_a_name_the_same_table_maps_elsewhere(framework: str) ->
 def test_adapters_import_only_the_standard_library() -> None:
     package = Path(__file__).resolve().parents[2] / "collectors" / "_adapters"
     files = sorted(package.glob("*.py"))
-    assert len(files) == 9
+    assert len(files) == 15
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -567,5 +732,30 @@ def test_adapters_import_only_the_standard_library() -> None:
                 continue
             for module in modules:
                 top = module.split(".")[0]
-                own = module.startswith("collectors._adapters")
+                # the vocabulary, which imports nothing, spells a dimensioned name
+                own = module.startswith(("collectors._adapters", "collectors._vocabulary"))
                 assert own or top in sys.stdlib_module_names, (path.name, module)
+
+
+# -- recognising a framework from its names --------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_frameworks_own_names_are_recognised_as_its_own(framework: str) -> None:
+    assert detect(NAMES[framework]) == framework
+    assert detect([*NAMES[framework], "loss", "grad_norm", "my_metric"]) == framework
+
+
+def test_names_every_table_or_no_table_knows_recognise_no_framework() -> None:
+    assert detect(["loss", "grad_norm", "my_metric"]) is None
+    assert detect([]) is None
+
+
+def test_a_tie_between_two_frameworks_recognises_neither() -> None:
+    assert detect(["mismatch_kl/all/mean", "policy/rollout_train_logprobs_abs_diff_mean"]) is None
+
+
+def test_a_prefixed_name_is_recognised_as_its_table_finds_it() -> None:
+    assert detect(["ppo_actor/update/behave_imp_weight/avg"]) == "areal"
+    assert detect(["behave_imp_weight/avg"]) == "areal"
+    assert detect(["train/gen_kl_error"]) == "nemo-rl"

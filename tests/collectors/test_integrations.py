@@ -235,3 +235,113 @@ def test_trl_callback_rides_a_real_transformers_trainer(tmp_path: Path) -> None:
         assert metrics["grad_norm"] == pytest.approx(entry["grad_norm"])
         assert math.isfinite(metrics["learning_rate"])
     run.close()
+
+
+# -- SkyRL, ROLL, prime-rl, AReaL, RLinf: their real names, as their trainers log them ----------
+
+
+class _SkyRLTracker:
+    """Stands in for SkyRL's `Tracking` (skyrl/train/utils/tracking.py): `log` and `finish`."""
+
+    def __init__(self) -> None:
+        self.logged: list[tuple[dict[str, Any], int, bool]] = []
+        self.finished = False
+        self.backend = "console"
+
+    def log(self, data: dict[str, Any], step: int, commit: bool = False) -> None:
+        self.logged.append((data, step, commit))
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+def test_skyrl_tracking_wrapper_feeds_skyrl_and_the_run(tmp_path: Path) -> None:
+    from collectors.integrations.skyrl import MismatchTracking
+
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    inner = _SkyRLTracker()
+    tracker = MismatchTracking(run, inner)
+    data = {
+        "policy/rollout_train_logprobs_abs_diff_mean": 0.015,
+        "policy/loss_metrics/token_mask_ratio": 0.002,
+        "generate/avg_num_tokens": 230.0,
+        "eval/table": "text",
+    }
+    tracker.log(data, step=4, commit=True)
+    tracker.finish()
+    assert inner.logged == [(data, 4, True)] and inner.finished
+    assert tracker.backend == "console"  # the rest of SkyRL's tracker is reached through it
+    (record,) = transport.records()
+    assert record["metrics"] == pytest.approx(
+        {
+            "abs_logp_diff_mean": 0.015,
+            "mis_token_rate@skyrl": 0.002,
+            "generate/avg_num_tokens": 230.0,
+        }
+    )
+    assert transport.batches[-1]["run"]["config"]["framework"]["name"] == "skyrl"
+    run.close()
+
+
+def test_roll_tracker_drops_the_reduction_tag_before_mapping(tmp_path: Path) -> None:
+    from collectors.integrations.roll import MismatchTracker
+
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    tracker = MismatchTracker(run)
+    tracker.log(
+        {"actor/train_infer_ratio_token_mean@sum": 0.998, "actor/is_weight_clipfrac@sum": 0.01},
+        step=2,
+    )
+    tracker.finish()
+    (record,) = transport.records()
+    assert record["metrics"] == pytest.approx(
+        {"ratio_mean_seq": 0.998, "ratio_dev_1e4_seq": -20.0, "tis_token_rate@roll": 0.01}
+    )
+    run.close()
+
+
+def test_prime_rl_monitor_is_awaited_and_stores_each_environment_as_a_dimension(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from collectors.integrations.prime_rl import MismatchMonitor
+
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    monitor = MismatchMonitor(run)
+    stats = {
+        "mismatch_kl/all/mean": 4e-4,
+        "mismatch_kl/gsm8k/mean": 3e-4,
+        "is_masked/mean": 0.01,
+        "optim/grad_norm": 0.3,
+    }
+    asyncio.run(monitor.log(stats, step=9))
+    monitor.close()
+    (record,) = transport.records()
+    assert record["step"] == 9
+    assert record["metrics"] == pytest.approx(
+        {
+            "k3_kl": 4e-4,
+            "k3_kl{env=gsm8k}": 3e-4,  # one metric with the environment as a dimension
+            "mis_token_rate@prime-rl": 0.01,
+            "grad_norm": 0.3,
+        }
+    )
+    run.close()
+
+
+def test_areal_and_rlinf_one_line_calls_map_their_names(tmp_path: Path) -> None:
+    from collectors.integrations.areal import log_areal_metrics, log_rlinf_metrics
+
+    transport = FakeTransport()
+    run = make_run(tmp_path, transport)
+    assert log_areal_metrics(run, 1, {"ppo_actor/update/behave_approx_kl/avg": 2e-3})
+    assert log_rlinf_metrics(run, 2, {"actor/rollout_train_logprob_gap": 0.02})
+    assert run.flush(10)
+    first, second = transport.records()
+    assert first["metrics"] == pytest.approx({"k1_kl@areal": -2e-3})
+    assert second["metrics"] == pytest.approx({"abs_logp_diff_mean": 0.02})
+    run.close()

@@ -52,7 +52,7 @@ def test_a_run_name_is_a_link_that_shows_the_name_as_typed() -> None:
     summary = RunSummary(
         id="r_1", name="*bold* [x](y) <b>", project="p", tags=(), labels={}, status="idle",
         created_at=0.0, last_seen=None, last_step=None, gpus=(), latest={}, headline=None,
-        firing_alerts=0, raw_dropped=False, kind="training",
+        firing_alerts=0, raw_dropped=False, kind="training", ended_at=None,
     )  # fmt: skip
     link = name_link(summary)
     assert link.startswith("[" + md_text("*bold* [x](y) <b>") + "](/run?run=r_1")

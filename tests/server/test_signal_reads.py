@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from server.domain import signals
-from server.domain.metrics import MISMATCH_PANEL, compare_metric, compare_options, run_panels
+from server.domain.metrics import (
+    CORRECTION_PANEL,
+    MISMATCH_PANEL,
+    compare_metric,
+    compare_options,
+    run_panels,
+)
 from server.storage import heads
 from tests.signal_runs import K3, PLAIN, SLIME, TRL, body, post
 
@@ -20,10 +26,27 @@ from tests.signal_runs import K3, PLAIN, SLIME, TRL, body, post
 
 
 def test_headline_order_picks_what_signals_headline_picks_for_every_pair_of_signals() -> None:
-    for a, b in itertools.combinations_with_replacement(signals.BY_METRIC, 2):
+    gap = [m for family in signals.GAP_FAMILIES for m in signals.members(family)]
+    for a, b in itertools.combinations_with_replacement(gap, 2):
         present = {a, b}
         first = next(m for m in heads.HEADLINE_ORDER if m in present)
         assert signals.headline(present) == signals.BY_METRIC[first]
+
+
+def test_a_correction_signal_alone_is_no_headline() -> None:
+    correction = [*signals.members(signals.ESS), *signals.members(signals.MASKED)]
+    assert not set(correction) & set(heads.HEADLINE_ORDER)
+    for metric in correction:
+        assert signals.headline({metric}) is None
+
+
+def test_the_correction_panel_comes_second_with_the_strongest_ess_and_masked_share() -> None:
+    logged = {"k3_kl", "ratio_dev_1e4", "ess_token", "ess_token_clamped", "mis_token_rate@verl"}
+    panels = run_panels(logged | {"mis_token_rate", "entropy"})
+    assert panels[0].name == MISMATCH_PANEL
+    assert panels[1].name == CORRECTION_PANEL
+    assert panels[1].metrics == ("ess_token_clamped", "mis_token_rate@verl")
+    assert CORRECTION_PANEL not in [p.name for p in run_panels({"k3_kl", "entropy"})]
 
 
 def test_run_panels_open_on_the_headline_with_its_label_and_meaning() -> None:
