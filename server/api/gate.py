@@ -138,13 +138,6 @@ async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
     await response(scope, receive, send)
 
 
-def safe_next(target: str | None) -> str:
-    """Where to go after sign-in: a path of this server only (never `//host` or a URL)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target
-
-
 def login_page(*, next_path: str, message: str = "", sso: bool = False) -> str:
     """The sign-in form: plain HTML, no script, every user-given value escaped; with `sso`, a
     link to sign in through the identity provider first."""
