@@ -69,6 +69,9 @@ class DashboardGate:
         except Forbidden as exc:
             await _forbid(exc, scope, receive, send)
             return
+        except MonitorError as exc:  # a header that names the caller twice, or not in UTF-8
+            await errors.response(exc)(scope, receive, send)
+            return
         principal = resolved.principal
         granted = json.dumps(
             {
