@@ -16,7 +16,7 @@ from typing import Any
 
 from server import auth
 from server.errors import Forbidden, Malformed
-from server.identity.members import Members
+from server.identity.members import Members, add_member_hint
 from server.identity.personal_tokens import PersonalTokens, is_personal
 from server.identity.proxy import ProxyTrust
 from server.identity.sessions import UserSessions
@@ -118,10 +118,11 @@ class Identity:
     def _person(principal: auth.Principal) -> auth.Principal:
         if principal.is_server_admin or principal.grants:
             return principal
+        person = principal.person
+        assert person is not None  # built by `Members.principal`, which always sets it
         raise Forbidden(
-            f"signed in as {principal.user}, but no project is mapped to you: ask an admin to "
-            f"run `mismatch member add --kind user --name {principal.user} --project P --role "
-            "read`"
+            f"signed in as {person.shown} ({person.id}), but no project is mapped to you: "
+            f"{add_member_hint(person)}"
         )
 
 

@@ -52,7 +52,7 @@ def proxied(
         tokens[project] = TokenService(db).create(project=project, scope="ingest")[1]
     tokens["read_beta"] = TokenService(db).create(project="beta", scope="read")[1]
     Members(db).add(kind="group", name="team-alpha", project="alpha", role="read")
-    Members(db).add(kind="user", name="josé", project="beta", role="read")
+    Members(db).add(kind="user", name="proxy#josé", project="beta", role="read")
     db.dispose()
     args = ["--auth-proxy-header", USER, "--auth-proxy-groups-header", GROUPS]
     server = ServerProcess(

@@ -91,7 +91,7 @@ def _named_by_proxy(request: Request, services: ServicesDep) -> bool:
     identity = services.people.identity
     if identity.proxy is None or identity.proxy.header not in request.headers:
         return False
-    return identity.resolve_scope(request.scope).principal.user is not None
+    return identity.resolve_scope(request.scope).principal.person is not None
 
 
 def _no_store() -> dict[str, str]:
