@@ -52,8 +52,8 @@ class Members:
         self, *, kind: str, name: str, project: str, role: str, by: auth.Principal = auth.OPEN
     ) -> Member:
         """Map `name` (a user, an e-mail address or a group) to `project` with `role`; `by`
-        must administer the project. Mapping to every project ("*", admin) makes a server admin: only where nobody
-        asks (the command line, against the database)."""
+        must administer the project. Mapping to every project ("*", admin) makes a server
+        admin: only where nobody asks (the command line, against the database)."""
         member_kind, member_role = _kind(kind), _role(role)
         name = checked_name(member_kind, name)
         if project == EVERY_PROJECT:

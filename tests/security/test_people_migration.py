@@ -41,7 +41,8 @@ def _seed_0014(db: Database) -> str:
             {},
         ),
         (
-            "INSERT INTO changes VALUES ('c2', 2, 'alpha', 'rule', 'r1', 'update', 'token:abc', '')",
+            "INSERT INTO changes VALUES "
+            "('c2', 2, 'alpha', 'rule', 'r1', 'update', 'token:abc', '')",
             {},
         ),
         (
