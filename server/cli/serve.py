@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -180,17 +180,19 @@ def _start(settings: Settings) -> None:
         f"  feed it: collectors.init(url='{settings.base_url}')  or  make demo   "
         f"API docs: {settings.base_url}/docs"
     )
-    config = uvicorn.Config(
-        application,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "timeout_graceful_shutdown": SHUTDOWN_GRACE_S,
         # The auth proxy is trusted by its TCP address: never let a forwarded-for header
         # stand in for it.
-        proxy_headers=not settings.auth_proxy_header,
-    )
-    server = uvicorn.Server(config)
+        "proxy_headers": not settings.auth_proxy_header,
+    }
+    if sockets is None:
+        uvicorn.run(application, **options)
+        return
+    server = uvicorn.Server(uvicorn.Config(application, **options))
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down already
         server.run(sockets=sockets)
     if not server.started:
