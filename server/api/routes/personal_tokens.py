@@ -36,11 +36,12 @@ PersonDep = Annotated[Person, Depends(get_person)]
 
 @router.post("", response_model=PersonalTokenCreatedOut, status_code=201)
 def create_personal_token(
-    body: PersonalTokenIn, personal: PersonalDep, principal: ReaderDep
+    body: PersonalTokenIn, personal: PersonalDep, person: PersonDep, principal: ReaderDep
 ) -> PersonalTokenCreatedOut:
     """A token of your own for scripts: it reads and administers what your mappings allow,
     at each request, and stops working when they are removed. Made from a sign-in, not
     from another token."""
+    assert principal.person == person  # `person` refused machine tokens and open servers
     made, token = personal.create(by=principal, name=body.name)
     return PersonalTokenCreatedOut.model_validate({**made.__dict__, "token": token})
 
