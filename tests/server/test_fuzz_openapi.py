@@ -105,7 +105,9 @@ def test_no_endpoint_answers_5xx_to_deep_bodies_or_repeated_headers(
 
         @given(
             case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
-            depth=st.integers(MAX_JSON_DEPTH + 1, 50_000),
+            # Deep bodies stay under what a request without a token may send (64 KiB): the
+            # other fuzzing may have made a token, and a larger body would get its 401 unread.
+            depth=st.integers(MAX_JSON_DEPTH + 1, 15_000),
             repeated=REPEATABLE,
         )
         @settings(
