@@ -140,3 +140,17 @@ def test_a_name_beyond_ascii_is_read_as_utf8(proxied: Proxied) -> None:
         assert me.json()["projects"] == [{"project": "beta", "role": "read"}]
         latin1 = proxy.get("/api/v1/me", headers=[(USER.encode(), "josé".encode("latin-1"))])
         assert latin1.status_code == 400 and "not UTF-8" in latin1.json()["detail"]
+
+
+def test_a_person_the_proxy_names_goes_on_from_the_sign_in_page_to_this_server_only(
+    proxied: Proxied,
+) -> None:
+    named = {USER: "pat@lab.example", GROUPS: "team-alpha"}
+    with proxied.client("127.0.0.1") as proxy:
+        onward = proxy.get("/login", params={"next": "/run?run=alpha-run"}, headers=named)
+        assert onward.status_code == 303 and onward.headers["location"] == "/run?run=alpha-run"
+        for target in ("/\t/evil.example/x", "//evil.example", "/\\evil.example"):
+            home = proxy.get("/login", params={"next": target}, headers=named)
+            assert home.status_code == 303 and home.headers["location"] == "/", target
+        page = proxy.get("/login", params={"next": "/runs"})  # not named: the sign-in page
+        assert page.status_code == 200 and 'name="token"' in page.text
