@@ -13,7 +13,7 @@ import hmac
 import secrets
 from dataclasses import dataclass, replace
 
-from server.domain.identity import Role
+from server.domain.identity import Person, Role
 from server.domain.scopes import Scope, narrow
 
 PREFIX = "mm"
@@ -36,16 +36,17 @@ class Principal:
     """Who is calling: a token's project and scope, a person's projects and roles, or everyone
     when auth is off.
 
-    A person (`user` set) has the scope "read" and their roles in `grants`, (project, role)
-    pairs: they read every project mapped to them and administer those where the role is
-    admin (`as_admin` narrows to those). They never ingest: that is for tokens."""
+    A person (`person` set; `user` is their name as shown, for display only) has the scope
+    "read" and their roles in `grants`, (project, role) pairs: they read every project mapped
+    to them and administer those where the role is admin (`as_admin` narrows to those). They
+    never ingest: that is for tokens."""
 
     token_id: str | None
     project: str | None
     scope: Scope
     user: str | None = None
     grants: tuple[tuple[str, Role], ...] | None = None
-    names: tuple[str, ...] = ()  # a person's: what user mappings may name (their own tokens')
+    person: Person | None = None  # who a person is: issuer and subject, verified e-mail
 
     @property
     def is_server_admin(self) -> bool:
@@ -66,10 +67,17 @@ class Principal:
 
     @property
     def actor(self) -> str:
-        """Who this is in the record of changes: the person, the token, or nobody."""
-        if self.user is not None:
-            return f"user:{self.user}"
+        """Who this is in the record of changes, in a form no claim can forge: the person by
+        their id (`person:ISSUER#SUBJECT`, also through their own token), the token, or
+        nobody (`open`)."""
+        if self.person is not None:
+            return f"person:{self.person.id}"
         return "open" if self.token_id is None else f"token:{self.token_id}"
+
+    @property
+    def actor_name(self) -> str:
+        """The name shown beside `actor`: a person's shown name (display only)."""
+        return self.person.shown if self.person is not None else ""
 
     def readable_projects(self) -> list[str] | None:
         """Projects this caller may read and administer; None means all."""

@@ -57,20 +57,26 @@ def ago(seconds: float) -> str:
     return f"{int(seconds)} s ago"
 
 
-def actor_shown(actor: str) -> str:
-    """The changer as the record names them, in words: "user:alice@lab" is alice@lab,
-    "token:3f2a" is token 3f2a, "open" an open server's anybody."""
-    kind, _, name = actor.partition(":")
-    if kind == "user" and name:
-        return name
-    if kind == "token" and name:
-        return f"token {name}"
+def actor_shown(actor: str, name: str = "") -> str:
+    """The changer in words, the kind and id first (what no claim can forge), the shown name
+    after them: "person https://sso#u-alice (alice@lab)", "token 3f2a", "open server"; a
+    change recorded before people had ids says its name was only a shown one."""
+    kind, _, ident = actor.partition(":")
+    beside = f" ({name})" if name and name != ident else ""
+    if kind == "person" and ident:
+        return f"person {ident}{beside}"
+    if kind == "token" and ident:
+        return f"token {ident}"
+    if kind == "name" and ident:
+        return f"name {ident} (unverified: recorded before people had ids)"
     return "anyone (open server)" if actor == "open" else actor
 
 
 def changed_by(change: Change, now: float) -> str:
-    """Who changed it and how long ago: "changed by alice@lab · 3 min ago"."""
-    return f"changed by {actor_shown(change.actor)} · {ago(now - change.changed_at)}"
+    """Who changed it and how long ago: "changed by person …#u-alice (alice@lab) · 3 min
+    ago"."""
+    who = actor_shown(change.actor, change.actor_name)
+    return f"changed by {who} · {ago(now - change.changed_at)}"
 
 
 def last_rows(changes: Sequence[Change], now: float) -> list[dict[str, str]]:
@@ -94,7 +100,7 @@ def recent_rows(changes: Sequence[Change], now: float) -> list[dict[str, str]]:
         {
             "when": ago(now - c.changed_at),
             "at": datetime.fromtimestamp(c.changed_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-            "who": actor_shown(c.actor),
+            "who": actor_shown(c.actor, c.actor_name),
             "project": c.project,
             "kind": c.kind,
             "object": c.object_id,

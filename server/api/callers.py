@@ -43,9 +43,10 @@ class Callers:
 def caller_of(resolved: Resolved) -> Caller:
     """Every token and session of a project is one caller; a person is one of their own."""
     principal = resolved.principal
-    if principal.is_server_admin and principal.token_id is None and principal.user is None:
+    person = principal.person.id if principal.person is not None else None
+    if principal.is_server_admin and principal.token_id is None and person is None:
         return OPEN
-    return Caller(principal.project or principal.user or principal.token_id or EVERYONE)
+    return Caller(principal.project or person or principal.token_id or EVERYONE)
 
 
 def _authorization(scope: Scope) -> str | None:

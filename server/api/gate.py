@@ -69,6 +69,9 @@ class DashboardGate:
         except Forbidden as exc:
             await _forbid(exc, scope, receive, send)
             return
+        except MonitorError as exc:  # a header that names the caller twice, or not in UTF-8
+            await errors.response(exc)(scope, receive, send)
+            return
         principal = resolved.principal
         granted = json.dumps(
             {
@@ -136,13 +139,6 @@ async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
         response = RedirectResponse("/login?next=" + quote(target, safe=""), status_code=303)
     response.headers["cache-control"] = "no-store"
     await response(scope, receive, send)
-
-
-def safe_next(target: str | None) -> str:
-    """Where to go after sign-in: a path of this server only (never `//host` or a URL)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target
 
 
 def login_page(*, next_path: str, message: str = "", sso: bool = False) -> str:

@@ -1,5 +1,5 @@
 """Request bodies: a size limit (413), a server-wide budget shared fairly between callers (503),
-a deadline (408) and gzip decoding, before any route reads them.
+a deadline (408), gzip decoding and a bound on JSON nesting (422), before any route reads them.
 
 The limit applies to the decoded size as well, so a small gzip bomb cannot inflate past it. The
 budget bounds the bodies held in memory by all requests together: a request reserves its body's
@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio
 
-from server.api import errors
+from server.api import errors, nesting
 from server.config import BODY_TIMEOUT_S, INFLIGHT_SHARE
 from server.errors import (
     Malformed,
@@ -249,6 +249,11 @@ class BodyLimitMiddleware:
         except MonitorError as exc:
             await errors.response(exc)(scope, receive, send)
             return
+        try:
+            await _check_nesting(scope, held[0])
+        except MonitorError as exc:
+            await errors.response(exc)(scope, receive, send)
+            return
 
         async def replay() -> Message:
             if not held:
@@ -318,6 +323,24 @@ class BodyLimitMiddleware:
             if k.lower() not in (b"content-encoding", b"content-length")
         ] + [(b"content-length", str(len(body)).encode())]
         return [body], decoded
+
+
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+_IN_THREAD_BYTES = 64 << 10
+
+
+async def _check_nesting(scope: Scope, body: bytearray) -> None:
+    """Refuse (422) a body nested deeper than JSON parsers can follow, before any of them reads
+    it (`server.api.nesting`): every body but a form's, since the API and the dashboard's
+    callbacks read theirs as JSON whatever its Content-Type. A large body is measured off the
+    event loop."""
+    kind = (header(scope, b"content-type") or "").split(";")[0].strip().lower()
+    if kind in FORMS:
+        return
+    if len(body) > _IN_THREAD_BYTES:
+        await anyio.to_thread.run_sync(nesting.check_depth, body)
+    else:
+        nesting.check_depth(body)
 
 
 def _gunzip(body: bytearray, limit: int, hold: Callable[[int], None]) -> bytearray:

@@ -20,13 +20,17 @@ from server.storage import migrate as migrations
 from server.storage.db import Database
 
 members = typer.Typer(
-    help="Map users and groups (OIDC or auth proxy) to projects with read or admin roles.",
+    help="Map users, verified e-mail addresses and groups (OIDC or auth proxy) to projects "
+    "with read or admin roles.",
     no_args_is_help=True,
 )
 KindOpt = Annotated[str, typer.Option(help=" | ".join(MEMBER_KINDS))]
 NameOpt = Annotated[
     str,
-    typer.Option(help="A user's OIDC subject or verified e-mail, a proxy user name, or a group"),
+    typer.Option(
+        help="A user's id (ISSUER#SUBJECT, as /api/v1/me shows it; proxy#NAME behind the auth "
+        "proxy), a verified e-mail address (--kind email), or a group"
+    ),
 ]
 ProjectOpt = Annotated[str, typer.Option(help="The project ('*' with admin: a server admin)")]
 

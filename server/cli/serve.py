@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from server.cli import listen
 from server.cli.common import DEFAULT_DB, DbOpt, fail
 from server.cli.identity_options import (
     AuthProxyFromOpt,
@@ -63,6 +65,9 @@ AnalysisTimeoutOpt = Annotated[
         "still working after this many seconds and answer 503 (default 20)"
     ),
 ]
+
+STARTUP_FAILURE = 3
+"""The exit status when the server could not start (uvicorn's own, for one that cannot bind)."""
 
 SHUTDOWN_GRACE_S = 5
 """On SIGTERM, requests in flight get this long to finish (an ingest commits before it answers,
@@ -167,23 +172,37 @@ def _start(settings: Settings) -> None:
         application = create_app(settings)
     except Exception as exc:
         fail(f"cannot open the database {settings.db!r}: {exc}")
+    sockets = None
+    if settings.host == listen.IPV6_WILDCARD:
+        try:
+            sockets = [listen.dual_stack(settings.port)]
+        except OSError as exc:
+            fail(f"cannot listen on [::]:{settings.port} (IPv4 and IPv6): {exc}")
     typer.echo(f"Mismatch Monitor on {settings.base_url}  (database: {settings.db})")
+    typer.echo(f"  listening on {listen.listening_on(settings.host)}, port {settings.port}")
     typer.echo(
         f"  feed it: collectors.init(url='{settings.base_url}')  or  make demo   "
         f"API docs: {settings.base_url}/docs"
     )
     local = _offer_signin(application, settings) if settings.is_loopback else None
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "timeout_graceful_shutdown": SHUTDOWN_GRACE_S,
+        # The auth proxy is trusted by its TCP address: never let a forwarded-for header
+        # stand in for it.
+        "proxy_headers": not settings.auth_proxy_header,
+    }
     try:
-        uvicorn.run(
-            application,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-            # The auth proxy is trusted by its TCP address: never let a forwarded-for header
-            # stand in for it.
-            proxy_headers=not settings.auth_proxy_header,
-        )
+        if sockets is None:
+            uvicorn.run(application, **options)
+            return
+        server = uvicorn.Server(uvicorn.Config(application, **options))
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down already
+            server.run(sockets=sockets)
+        if not server.started:
+            sys.exit(STARTUP_FAILURE)
     finally:  # also when uvicorn never started the app (its port was taken)
         if local is not None:
             local.close()

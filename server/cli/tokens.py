@@ -57,8 +57,9 @@ def create(
     user: Annotated[
         str | None,
         typer.Option(
-            help="A person's own token instead: it acts with the projects mapped to this user "
-            "by name (mismatch member add), at each request (no --scope or --project)"
+            help="A person's own token instead, for the person with this id (ISSUER#SUBJECT, as "
+            "/api/v1/me shows it): it acts with the projects mapped to them (mismatch member "
+            "add), at each request (no --scope or --project)"
         ),
     ] = None,
     db: DbOpt = DEFAULT_DB,

@@ -1,5 +1,6 @@
-"""People and what they may do: who signed in, the mappings of users and groups to project
-roles, and the record of who changed what. Neutral types; nothing of ours is imported."""
+"""People and what they may do: who signed in, the mappings of users, e-mail addresses and
+groups to project roles, and the record of who changed what. Neutral types; nothing of ours is
+imported."""
 
 from __future__ import annotations
 
@@ -9,29 +10,69 @@ from typing import Literal
 
 Role = Literal["read", "admin"]
 ROLES: tuple[Role, ...] = ("read", "admin")
-MemberKind = Literal["user", "group"]
-MEMBER_KINDS: tuple[MemberKind, ...] = ("user", "group")
+MemberKind = Literal["user", "email", "group"]
+MEMBER_KINDS: tuple[MemberKind, ...] = ("user", "email", "group")
 EVERY_PROJECT = "*"
 """A mapping to this project with the admin role makes a server admin (made only on the
 command line, against the database, like a server-admin token)."""
+
+PROXY_ISSUER = "proxy"
+"""The issuer of people the auth proxy names (its header is their subject)."""
+MAX_ISSUER = MAX_SUBJECT = 255
+"""OpenID Connect bounds a subject at 255 ASCII characters; an issuer is held to the same."""
+ANY_ISSUER = "*"
+"""The issuer of mappings and personal tokens made before people were told apart by issuer:
+`*#SUBJECT` names that subject at whichever issuer this server trusts."""
+
+
+def person_id(issuer: str, subject: str) -> str:
+    """A person's stable id, `ISSUER#SUBJECT`: what user mappings name, personal tokens belong
+    to and the record of changes shows. An OIDC issuer never holds a "#" (it has no fragment),
+    so the first "#" ends it."""
+    return f"{issuer}#{subject}"
+
+
+def split_person_id(value: str) -> tuple[str, str] | None:
+    """(issuer, subject) of a person id, None when `value` is not one."""
+    issuer, sep, subject = value.partition("#")
+    return (issuer, subject) if sep and issuer and subject else None
+
+
+def legacy_user(name: str) -> tuple[MemberKind, str]:
+    """Where a user mapping of the time before issuers lands, without widening it: a name
+    with an "@" matched verified e-mails (and proxy names, which count as e-mails), so it
+    becomes an e-mail mapping; any other named a subject, so it becomes that subject at any
+    trusted issuer. A subject with an "@" loses its match (narrower, never wider)."""
+    return ("email", name) if "@" in name else ("user", person_id(ANY_ISSUER, name))
 
 
 @dataclass(frozen=True)
 class Person:
     """Who signed in, as the identity provider or the proxy named them.
 
-    `names` are what mappings of kind user may name: the OIDC subject and, when the provider
-    verified it, the e-mail address; or the proxy's user name. `shown` is what the audit and
-    the dashboard print."""
+    A person is their `issuer` and `subject` (`id`), which nobody but the provider chooses;
+    `email` is set only where the provider verified it (mappings of kind email name it);
+    `shown` is for display only and never decides access or ownership."""
 
-    names: tuple[str, ...]
+    issuer: str
+    subject: str
+    email: str | None
     groups: tuple[str, ...]
     shown: str
+
+    @property
+    def id(self) -> str:
+        return person_id(self.issuer, self.subject)
+
+    def user_names(self) -> tuple[str, ...]:
+        """What user mappings naming this person say: their id, or their subject at any
+        issuer (a mapping made before issuers were told apart)."""
+        return (self.id, person_id(ANY_ISSUER, self.subject))
 
 
 @dataclass(frozen=True)
 class Member:
-    """A user or group mapped to a project with a role."""
+    """A user, e-mail address or group mapped to a project with a role."""
 
     kind: MemberKind
     name: str
@@ -43,7 +84,10 @@ class Member:
 
 @dataclass(frozen=True)
 class Change:
-    """One change to a project's configuration, and who made it."""
+    """One change to a project's configuration, and who made it: `actor` in a form no claim
+    can forge (`person:ISSUER#SUBJECT`, `token:ID`, `open`; `name:…` for records kept before
+    people had ids, which named them by a shown name), `actor_name` the name shown beside it
+    (display only)."""
 
     id: str
     changed_at: float
@@ -53,6 +97,7 @@ class Change:
     action: str  # create, update, delete, set, run, test
     actor: str
     summary: str
+    actor_name: str = ""
 
 
 PERSONAL_PREFIX = "p"
@@ -63,15 +108,22 @@ id alone says which kind a presented token is."""
 @dataclass(frozen=True)
 class PersonalToken:
     """An API token that belongs to a person: it acts with the projects and roles the mappings
-    give to `names` at each request, so it stops working when they go (never its secret)."""
+    give to that person at each request, so it stops working when they go (never its secret)."""
 
     id: str
-    owner: str  # the person it belongs to, as shown
-    names: tuple[str, ...]  # what user mappings may name (subject, verified e-mail)
+    owner: str  # the person's id, ISSUER#SUBJECT: who may list and revoke it
+    email: str | None  # the person's verified e-mail when it was made
+    shown: str  # the person's name as shown (display only)
     name: str  # a note to recognise it by
     created_at: float
     created_by: str
     revoked_at: float | None
+
+    @property
+    def person(self) -> Person:
+        """The person it acts for (groups are known at a sign-in only)."""
+        issuer, subject = split_person_id(self.owner) or (ANY_ISSUER, self.owner)
+        return Person(issuer, subject, self.email, (), self.shown)
 
 
 def strongest(roles: Iterable[tuple[str, Role]]) -> dict[str, Role]:
@@ -89,11 +141,17 @@ def grants_of(
     extra: Mapping[tuple[str, str], Mapping[str, Role]] | None = None,
 ) -> dict[str, Role]:
     """The projects and roles `members` (and `extra`, a mapping file's (kind, name) →
-    {project: role}) give to `person`, by any of their names or groups."""
-    names, groups = set(person.names), set(person.groups)
+    {project: role}) give to `person`: user mappings by their id, e-mail mappings by their
+    verified e-mail, group mappings by their groups. Each kind is a namespace of its own: a
+    subject that reads like somebody's e-mail address is not that address."""
+    names = {
+        "user": set(person.user_names()),
+        "email": {person.email} if person.email else set(),
+        "group": set(person.groups),
+    }
 
     def matches(kind: str, name: str) -> bool:
-        return name in (names if kind == "user" else groups)
+        return name in names.get(kind, set())
 
     found = [(m.project, m.role) for m in members if matches(m.kind, m.name)]
     for (kind, name), roles in (extra or {}).items():

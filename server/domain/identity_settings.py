@@ -74,13 +74,28 @@ def _is_loopback(host: str) -> bool:
 def trusted_networks(
     entries: Sequence[str],
 ) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    """The `--auth-proxy-from` CIDRs (a bare address is a /32 or /128)."""
-    out = []
+    """The `--auth-proxy-from` CIDRs (a bare address is a /32 or /128). An IPv4-mapped IPv6
+    network (`::ffff:10.0.0.5`, `::ffff:10.0.0.0/120`) is its IPv4 network: a peer is matched
+    by its IPv4 address however the socket reports it."""
+    out: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
     for entry in entries:
         try:
-            out.append(ipaddress.ip_network(entry.strip(), strict=False))
+            out.append(_unmapped(ipaddress.ip_network(entry.strip(), strict=False)))
         except ValueError:
             raise ValueError(
                 f"--auth-proxy-from {entry!r} is not an address or CIDR (e.g. 10.0.0.5/32)"
             ) from None
     return tuple(out)
+
+
+_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+
+
+def _unmapped(
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network,
+) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    if isinstance(network, ipaddress.IPv6Network) and network.subnet_of(_MAPPED):
+        mapped = network.network_address.ipv4_mapped
+        assert mapped is not None  # inside ::ffff:0:0/96
+        return ipaddress.IPv4Network(f"{mapped}/{network.prefixlen - 96}")
+    return network

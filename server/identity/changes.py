@@ -16,6 +16,7 @@ from server.storage import changes as stored
 from server.storage.db import Database
 
 MAX_SUMMARY = 500
+MAX_NAME = 320
 
 
 class Changes:
@@ -42,6 +43,7 @@ class Changes:
             action=action,
             actor=by.actor,
             summary=summary[:MAX_SUMMARY],
+            actor_name=by.actor_name[:MAX_NAME],
         )
         with self._db.write() as conn:
             stored.insert(conn, change)

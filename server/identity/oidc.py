@@ -6,9 +6,9 @@ authentication at the token endpoint); joserfc (Authlib's JOSE library) checks t
 signature against the provider's published keys and its claims: issuer, audience, expiry,
 nonce. The server's own httpx client talks to the provider.
 
-A person's names for mappings are the subject and, only when the provider verified it, their
-e-mail address; their groups come from `--oidc-groups-claim` (the ID token's, else the userinfo
-endpoint's).
+A person is the issuer and subject of their ID token; their e-mail address counts only when
+the provider verified it; their groups come from `--oidc-groups-claim` (the ID token's, else the
+userinfo endpoint's). Their `preferred_username` is shown, never matched.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from joserfc import jws, jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
-from server.domain.identity import Person
+from server.domain.identity import MAX_ISSUER, MAX_SUBJECT, Person
 from server.errors import Unauthorized, Unavailable
 from server.storage.people import PendingLogin
 
@@ -37,6 +37,7 @@ SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES2
 METADATA_TTL_S = 3600.0
 LEEWAY_S = 60
 MAX_GROUPS = 200
+MAX_SHOWN = 320
 FORM = "application/x-www-form-urlencoded"
 
 
@@ -208,18 +209,24 @@ class OidcClient:
 
 
 def person_of(claims: dict[str, Any], groups_claim: str | None) -> Person:
-    """The person an ID token names: mappings may name their subject, or their e-mail address
-    when the provider verified it; their groups from `groups_claim`."""
-    subject = str(claims["sub"])
+    """The person an ID token names: their issuer and subject; their e-mail address only when
+    the provider verified it; their groups from `groups_claim`. The shown name (the verified
+    e-mail, else `preferred_username`, else the subject) is for display only."""
+    issuer, subject = str(claims["iss"]).rstrip("/"), str(claims["sub"])
+    if len(issuer) > MAX_ISSUER or len(subject) > MAX_SUBJECT:
+        raise Unauthorized(
+            f"the ID token's issuer or subject is longer than {MAX_SUBJECT} characters"
+        )
     email = claims.get("email")
-    verified = isinstance(email, str) and claims.get("email_verified") is True
-    names = (subject, str(email)) if verified else (subject,)
+    verified = (
+        str(email) if isinstance(email, str) and claims.get("email_verified") is True else None
+    )
     raw = claims.get(groups_claim) if groups_claim else None
     if isinstance(raw, str):
         raw = [raw]
     groups = tuple(str(g) for g in raw[:MAX_GROUPS]) if isinstance(raw, list) else ()
-    shown = str(email) if verified else str(claims.get("preferred_username") or subject)
-    return Person(names=names, groups=groups, shown=shown)
+    shown = verified or str(claims.get("preferred_username") or subject)
+    return Person(issuer, subject, verified, groups, shown[:MAX_SHOWN])
 
 
 def _header_kid(token: str) -> str | None:

@@ -4,9 +4,11 @@ give (`Members.principal`, as their sign-in does). It has no project or scope of
 removing the person's mappings ends it at its next request, and it never ingests.
 
 A signed-in person makes their own (`POST /api/v1/me/tokens`), the server admin makes one for
-a user on the command line (`mismatch token create --user alice@lab`, against the database).
-Groups are known only at a sign-in (the provider's claim, the proxy's header), so a token acts
-with the mappings that name the person themself, not their groups'.
+a person on the command line (`mismatch token create --user ISSUER#SUBJECT`, against the
+database). A token belongs to its person's id, never to a name they chose: only they list and
+revoke it. Groups are known only at a sign-in (the provider's claim, the proxy's header), so a
+token acts with the mappings that name the person themself (by id or verified e-mail), not
+their groups'.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import time
 from dataclasses import replace
 
 from server import auth
-from server.domain.identity import PERSONAL_PREFIX, Person, PersonalToken
+from server.domain.identity import PERSONAL_PREFIX, Person, PersonalToken, split_person_id
 from server.errors import Forbidden, NotFound, Rejected, Unauthorized
-from server.identity.members import MAX_NAME, Members
+from server.identity.members import Members, add_member_hint, checked_name
 from server.storage import personal_tokens as stored
 from server.storage.db import Database
 
@@ -36,29 +38,30 @@ class PersonalTokens:
         self, *, by: auth.Principal, name: str = "", user: str | None = None
     ) -> tuple[PersonalToken, str]:
         """A new token of the person `by` (signed in, not through a token), or, where nobody
-        asks (the command line, against the database), of `user`. Refused while no project is
-        mapped to the person by name: the token could do nothing."""
+        asks (the command line, against the database), of the person whose id is `user`
+        (`ISSUER#SUBJECT`). Refused while no project is mapped to the person itself (by id or
+        verified e-mail): the token could do nothing."""
         if by is auth.OPEN:
-            owner = (user or "").strip()
-            if not owner or len(owner) > MAX_NAME:
-                raise Rejected(f"name the user the token belongs to (1-{MAX_NAME} characters)")
-            names: tuple[str, ...] = (owner,)
-        elif by.user is None or by.token_id is not None:
+            owner = checked_name("user", user or "")
+            issuer, subject = split_person_id(owner) or ("", "")
+            person = Person(issuer, subject, None, (), owner)
+        elif by.person is None or by.token_id is not None:
             raise Forbidden(
                 "a personal token belongs to a person: sign in through the identity provider "
                 "or the auth proxy and ask for one there (machine tokens: POST /api/v1/tokens)"
             )
         else:
-            owner, names = by.user, by.names or (by.user,)
-        acts = self._members.principal(Person(names, (), owner))
+            person = replace(by.person, groups=())
+        acts = self._members.principal(person)
         if not (acts.is_server_admin or acts.grants):
             raise Rejected(
-                f"no project is mapped to user {owner} by name (a token knows no groups): ask "
-                f"an admin to run `mismatch member add --kind user --name {owner} --project P "
-                "--role read`"
+                f"no project is mapped to {person.shown} ({person.id}) itself (a token knows no "
+                f"groups): {add_member_hint(person)}"
             )
         new = auth.new_token(prefix=PERSONAL_PREFIX)
-        token = PersonalToken(new.id, owner, names, name[:200], time.time(), by.actor, None)
+        token = PersonalToken(
+            new.id, person.id, person.email, person.shown, name[:200], time.time(), by.actor, None
+        )
         with self._db.write() as conn:
             stored.insert(conn, token, salt=new.salt, hash=new.hash)
         return token, new.token
@@ -73,17 +76,17 @@ class PersonalTokens:
         token = found[0]
         if token.revoked_at is not None:
             raise Unauthorized("this token was revoked")
-        person = Person(token.names, (), token.owner)
-        return replace(self._members.principal(person), token_id=token_id)
+        return replace(self._members.principal(token.person), token_id=token_id)
 
     def list(self, *, owner: str | None, include_revoked: bool = False) -> list[PersonalToken]:
-        """The tokens of `owner` (None: everybody's, for the command line)."""
+        """The tokens of the person whose id is `owner` (None: everybody's, for the command
+        line)."""
         with self._db.read() as conn:
             return stored.listed(conn, owner=owner, include_revoked=include_revoked)
 
     def revoke(self, token_id: str, *, owner: str | None) -> PersonalToken:
-        """Revoke a token of `owner` (None: anybody's); another person's is as unknown as a
-        missing one."""
+        """Revoke a token of the person whose id is `owner` (None: anybody's); another
+        person's is as unknown as a missing one."""
         with self._db.write() as conn:
             found = stored.get(conn, token_id)
             if found is None or (owner is not None and found.owner != owner):

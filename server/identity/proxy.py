@@ -6,6 +6,10 @@ trying to pass for another person sends it there. Without the header the usual s
 The address is the TCP peer's, never a forwarded-for header: the server must not run behind
 another proxy that rewrites the peer (`mismatch serve` turns uvicorn's proxy headers off in
 this mode).
+
+The person is the header's value at the issuer `proxy` (`proxy#alice`); a value that is an
+e-mail address also counts as their verified e-mail, since the proxy signed them in with it
+(oauth2-proxy passes verified addresses only, unless told otherwise).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
-from server.domain.identity import Person
-from server.errors import Forbidden
+from server.domain.identity import MAX_SUBJECT, PROXY_ISSUER, Person
+from server.errors import Forbidden, Malformed
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_GROUPS = 200
@@ -41,8 +45,11 @@ class ProxyTrust:
         name = user.strip()
         if not name:
             return None
+        if len(name) > MAX_SUBJECT:
+            raise Malformed(f"the {self.header} header is longer than {MAX_SUBJECT} characters")
         named = [g.strip() for g in (groups or "").split(",") if g.strip()][:MAX_GROUPS]
-        return Person(names=(name,), groups=tuple(named), shown=name)
+        email = name if "@" in name else None
+        return Person(PROXY_ISSUER, name, email, tuple(named), name)
 
     def trusts(self, peer: str | None) -> bool:
         if peer is None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from server import auth
-from server.errors import Forbidden
-from server.identity.members import Members
+from server.errors import Forbidden, Malformed
+from server.identity.members import Members, add_member_hint
 from server.identity.personal_tokens import PersonalTokens, is_personal
 from server.identity.proxy import ProxyTrust
 from server.identity.sessions import UserSessions
@@ -50,8 +50,9 @@ class Identity:
         self.personal = personal
 
     def resolve_scope(self, scope: Mapping[str, Any]) -> Resolved:
-        """`resolve` for an ASGI request scope. Blocking: run it off the event loop."""
-        headers = _headers(scope)
+        """`resolve` for an ASGI request scope. Blocking: run it off the event loop. Malformed
+        (400) when a header that names the caller is sent twice or is not UTF-8."""
+        headers = _headers(scope, self.identity_headers())
         client = scope.get("client")
         return self.resolve(
             authorization=headers.get("authorization"),
@@ -99,6 +100,15 @@ class Identity:
             return self._person(self.personal.authenticate(*parts))
         return self.tokens.authenticate(authorization)
 
+    def identity_headers(self) -> frozenset[str]:
+        """The headers that say who the caller is (lower case): each may come once only."""
+        named = {"authorization"}
+        if self.proxy is not None:
+            named.add(self.proxy.header)
+            if self.proxy.groups_header:
+                named.add(self.proxy.groups_header)
+        return frozenset(named)
+
     def end(self, cookie: str | None) -> None:
         """Sign out: end whichever session the cookie names."""
         if not self.sessions.end(cookie):
@@ -108,16 +118,35 @@ class Identity:
     def _person(principal: auth.Principal) -> auth.Principal:
         if principal.is_server_admin or principal.grants:
             return principal
+        person = principal.person
+        assert person is not None  # built by `Members.principal`, which always sets it
         raise Forbidden(
-            f"signed in as {principal.user}, but no project is mapped to you: ask an admin to "
-            f"run `mismatch member add --kind user --name {principal.user} --project P --role "
-            "read`"
+            f"signed in as {person.shown} ({person.id}), but no project is mapped to you: "
+            f"{add_member_hint(person)}"
         )
 
 
-def _headers(scope: Mapping[str, Any]) -> dict[str, str]:
-    """The request's headers by lower-case name (the first of repeated ones)."""
+def _headers(scope: Mapping[str, Any], identity: frozenset[str]) -> dict[str, str]:
+    """The request's headers by lower-case name (the first of other repeated ones).
+
+    A header in `identity` sent twice is refused: a proxy that appends its own value to the
+    client's, instead of replacing it, would otherwise let the client's (the first) win. Their
+    values are read as UTF-8, which is what proxies send for names beyond ASCII (oauth2-proxy,
+    Pomerium, the cloud providers' identity-aware proxies pass the provider's claim's bytes);
+    a value that is not UTF-8 is refused rather than read as another name."""
     out: dict[str, str] = {}
     for key, value in scope.get("headers", []):
-        out.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+        name = bytes(key).decode("latin-1").lower()
+        if name not in identity:
+            out.setdefault(name, bytes(value).decode("latin-1"))
+        elif name in out:
+            raise Malformed(
+                f"the {name} header was sent more than once; a request names one caller (a "
+                "proxy in front must replace this header, never append to it)"
+            )
+        else:
+            try:
+                out[name] = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                raise Malformed(f"the {name} header is not UTF-8") from None
     return out

@@ -16,8 +16,17 @@ class GrantOut(Out):
 
 
 class MeOut(Out):
-    actor: str = Field(description="How the record of changes names you: user:… or token:…")
-    user: str | None = Field(description="The signed-in person, None for a token")
+    actor: str = Field(
+        description="How the record of changes names you: person:ISSUER#SUBJECT, token:… or open"
+    )
+    user: str | None = Field(description="The signed-in person's name as shown (display only)")
+    id: str | None = Field(
+        default=None,
+        description="The signed-in person's id, ISSUER#SUBJECT: what a user mapping names",
+    )
+    email: str | None = Field(
+        default=None, description="Their e-mail address, where the provider verified it"
+    )
     server_admin: bool
     projects: list[GrantOut] | None = Field(
         description="Your projects and roles; None: every project (a server admin)"
@@ -28,8 +37,9 @@ class MemberIn(BaseModel):
     kind: MemberKind
     name: str = Field(
         min_length=1,
-        max_length=320,
-        description="A user's OIDC subject or verified e-mail, the proxy's user name, or a group",
+        max_length=511,
+        description="A user's id (ISSUER#SUBJECT, as /api/v1/me shows it; proxy#NAME behind "
+        "the auth proxy), a verified e-mail address, or a group",
     )
     project: str = Field(pattern=NAME_PATTERN)
     role: Role
@@ -51,7 +61,11 @@ class ChangeOut(Out):
     kind: str = Field(description="rule, receiver, silence, reference, retention, token, member")
     object_id: str
     action: str
-    actor: str = Field(description="Who made the change: user:… or token:…")
+    actor: str = Field(
+        description="Who made the change, in a form no claim can forge: person:ISSUER#SUBJECT, "
+        "token:ID, open (name:… for changes recorded before people had ids)"
+    )
+    actor_name: str = Field(description="The name shown beside actor (display only)")
     summary: str
 
 
@@ -61,7 +75,8 @@ class PersonalTokenIn(BaseModel):
 
 class PersonalTokenOut(Out):
     id: str
-    owner: str = Field(description="The person it belongs to and acts for")
+    owner: str = Field(description="The id (ISSUER#SUBJECT) of the person it belongs to")
+    shown: str = Field(description="That person's name as shown (display only)")
     name: str
     created_at: float
     created_by: str

@@ -30,7 +30,7 @@ def listed(
     """The newest changes first, among `projects` (None: all), narrowed by what is given."""
     query = _narrowed(sa.select(changes), projects, project, kind, object_ids)
     rows = conn.execute(query.order_by(_c.changed_at.desc(), _c.id).limit(limit))
-    return [Change(*row) for row in rows]
+    return [_change(row) for row in rows]
 
 
 def latest(
@@ -60,7 +60,21 @@ def latest(
         .order_by(ranked.c.changed_at.desc(), ranked.c.id)
         .limit(limit)
     )
-    return [Change(*row) for row in conn.execute(query)]
+    return [_change(row) for row in conn.execute(query)]
+
+
+def _change(row: Any) -> Change:
+    return Change(
+        id=row.id,
+        changed_at=row.changed_at,
+        project=row.project,
+        kind=row.kind,
+        object_id=row.object_id,
+        action=row.action,
+        actor=row.actor,
+        summary=row.summary,
+        actor_name=row.actor_name or "",
+    )
 
 
 def _narrowed(

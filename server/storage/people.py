@@ -51,10 +51,14 @@ def listed_members(
 
 
 def members_of(conn: Connection, person: Person) -> list[Member]:
-    """The mappings that name `person`, by any of their names or groups."""
-    by_name = sa.and_(_m.kind == "user", _m.name.in_(list(person.names)))
+    """The mappings that name `person`: user mappings by their id, e-mail mappings by their
+    verified e-mail, group mappings by their groups (`grants_of` decides which count)."""
+    by_user = sa.and_(_m.kind == "user", _m.name.in_(list(person.user_names())))
     by_group = sa.and_(_m.kind == "group", _m.name.in_(list(person.groups) or [""]))
-    rows = conn.execute(sa.select(members).where(sa.or_(by_name, by_group)))
+    named = [by_user, by_group]
+    if person.email:
+        named.append(sa.and_(_m.kind == "email", _m.name == person.email))
+    rows = conn.execute(sa.select(members).where(sa.or_(*named)))
     return [_member(row) for row in rows]
 
 
@@ -80,7 +84,9 @@ def create_session(
     conn.execute(
         sa.insert(user_sessions).values(
             id_hash=digest(session_id),
-            names=json.dumps(list(person.names)),
+            issuer=person.issuer,
+            subject=person.subject,
+            email=person.email,
             groups=json.dumps(list(person.groups)),
             shown=person.shown,
             created_at=now,
@@ -97,7 +103,8 @@ def active_session(conn: Connection, *, session_id: str, now: float) -> StoredSe
     row = conn.execute(query).first()
     if row is None:
         return None
-    person = Person(tuple(json.loads(row.names)), tuple(json.loads(row.groups)), row.shown)
+    groups = tuple(str(g) for g in json.loads(row.groups))
+    person = Person(row.issuer, row.subject, row.email, groups, row.shown)
     return StoredSession(person, row.expires_at, row.ends_at)
 
 

@@ -4,8 +4,6 @@ make or revoke which) are the personal token service's."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,12 +13,14 @@ from server.domain.identity import PersonalToken
 from server.storage.identity_tables import personal_tokens
 
 _c = personal_tokens.c
-_INFO = (_c.id, _c.owner, _c.names, _c.name, _c.created_at, _c.created_by, _c.revoked_at)
+_INFO = (
+    *(_c.id, _c.owner, _c.email, _c.shown, _c.name),
+    *(_c.created_at, _c.created_by, _c.revoked_at),
+)
 
 
 def insert(conn: Connection, token: PersonalToken, *, salt: str, hash: str) -> None:
-    values = {**token.__dict__, "names": json.dumps(list(token.names))}
-    conn.execute(sa.insert(personal_tokens).values(**values, salt=salt, hash=hash))
+    conn.execute(sa.insert(personal_tokens).values(**token.__dict__, salt=salt, hash=hash))
 
 
 def credentials(conn: Connection, token_id: str) -> tuple[PersonalToken, str, str] | None:
@@ -33,7 +33,7 @@ def credentials(conn: Connection, token_id: str) -> tuple[PersonalToken, str, st
 def listed(
     conn: Connection, *, owner: str | None, include_revoked: bool = False
 ) -> list[PersonalToken]:
-    """Tokens in the order they were made, of `owner` (None: everybody's)."""
+    """Tokens in the order they were made, of `owner` (a person's id; None: everybody's)."""
     query = sa.select(*_INFO)
     if owner is not None:
         query = query.where(_c.owner == owner)
@@ -54,11 +54,11 @@ def revoke(conn: Connection, token_id: str, *, now: float) -> None:
 
 
 def _token(row: Any) -> PersonalToken:
-    names: Sequence[str] = json.loads(row.names)
     return PersonalToken(
         id=row.id,
         owner=row.owner,
-        names=tuple(str(n) for n in names),
+        email=row.email,
+        shown=row.shown or row.owner,
         name=row.name,
         created_at=row.created_at,
         created_by=row.created_by,

@@ -34,16 +34,30 @@ def test_ago_counts_in_the_largest_whole_unit(seconds: float, said: str) -> None
     assert ago(seconds) == said
 
 
-def test_the_actor_is_the_person_or_the_token() -> None:
-    assert actor_shown("user:alice@lab") == "alice@lab"
+def test_the_actor_is_the_person_by_id_or_the_token() -> None:
+    alice = "person:https://sso.lab#u-alice"
+    assert actor_shown(alice, "alice@lab") == "person https://sso.lab#u-alice (alice@lab)"
     assert actor_shown("token:3f2a") == "token 3f2a"
     assert actor_shown("open") == "anyone (open server)"
-    assert changed_by(_change("user:alice@lab", 180), NOW) == "changed by alice@lab · 3 min ago"
+    assert changed_by(_change(alice, 180), NOW) == (
+        "changed by person https://sso.lab#u-alice · 3 min ago"
+    )
+
+
+def test_a_chosen_name_shows_beside_the_persons_id_never_as_a_token() -> None:
+    said = actor_shown("person:https://sso.lab#u-trudy", "token 28aee556d1f2")
+    assert said == "person https://sso.lab#u-trudy (token 28aee556d1f2)"
+    assert not said.startswith("token")
+
+
+def test_a_change_recorded_by_a_shown_name_says_it_is_unverified() -> None:
+    said = actor_shown("name:alice@lab", "alice@lab")
+    assert said.startswith("name alice@lab") and "unverified" in said
 
 
 def test_rows_keep_the_records_order_and_fields() -> None:
     older = _change("token:3f2a", 7200, object_id="s1", kind="silence", action="create")
-    rows = last_rows([_change("user:alice@lab", 10), older], NOW)
+    rows = last_rows([_change("person:https://sso.lab#u-alice", 10), older], NOW)
     assert [r["object"] for r in rows] == ["r1", "s1"]
     assert rows[1]["changed"] == "changed by token 3f2a · 2 h ago"
     assert rows[1]["kind"] == "silence" and rows[1]["action"] == "create"

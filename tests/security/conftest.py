@@ -37,14 +37,25 @@ KINDS = ("ingest", "read", "admin")
 CALLBACK = "/login/oidc/callback"
 PASSWORD = "correct horse"
 ACCOUNTS = (
-    Account("alice", PASSWORD, "u-alice", "alice@lab.example"),  # user mapping by e-mail
+    Account("alice", PASSWORD, "u-alice", "alice@lab.example"),  # e-mail mapping
     Account("bob", PASSWORD, "u-bob", "bob@lab.example", groups=("alpha-admins",)),  # group
     Account("dave", PASSWORD, "u-dave", "dave@lab.example"),  # the mapping file
-    Account("erin", PASSWORD, "u-erin", "erin@lab.example"),  # user mapping by subject
+    Account("erin", PASSWORD, "u-erin", "erin@lab.example"),  # user mapping by id
     Account("carol", PASSWORD, "u-carol", "carol@lab.example"),  # no mapping
     # Claims alice's address, unverified: must not get alice's projects.
     Account("eve", PASSWORD, "u-eve", "alice@lab.example", email_verified=False),
-)
+    # Mapped to beta by id; calls themself alice's address, and a token, in their chosen name.
+    Account(
+        "mallory", PASSWORD, "u-mallory", "mallory@lab.example", email_verified=False,
+        preferred_username="alice@lab.example",
+    ),
+    Account(
+        "trudy", PASSWORD, "u-trudy", "trudy@lab.example", email_verified=False,
+        preferred_username="token 28aee556d1f2",
+    ),
+    # Their subject is alice's address: must get nothing of alice's.
+    Account("sybil", PASSWORD, "alice@lab.example", "sybil@lab.example"),
+)  # fmt: skip
 PEOPLE = {  # the access matrix's kinds of person → the account signed in as
     "person-read_alpha": "alice",
     "person-admin_alpha": "bob",
@@ -118,16 +129,18 @@ def deployment(
             made[f"{kind}_{project}"] = (info.id, secret)
     info, secret = service.create(project=None, scope="server-admin")
     made["server_admin"] = (info.id, secret)
-    members = Members(db)
-    members.add(kind="user", name="alice@lab.example", project="alpha", role="read")
-    members.add(kind="group", name="alpha-admins", project="alpha", role="admin")
-    members.add(kind="user", name="u-erin", project="beta", role="admin")
-    db.dispose()
     mapping = tmp / "people.json"
-    mapping.write_text(json.dumps({"users": {"dave@lab.example": {"beta": "read"}}}))
+    mapping.write_text(json.dumps({"emails": {"dave@lab.example": {"beta": "read"}}}))
     host = network_address()
     provider = Provider(list(ACCOUNTS))
     with serving(provider) as issuer:
+        members = Members(db)
+        members.add(kind="email", name="alice@lab.example", project="alpha", role="read")
+        members.add(kind="group", name="alpha-admins", project="alpha", role="admin")
+        members.add(kind="user", name=f"{issuer}#u-erin", project="beta", role="admin")
+        for name in ("u-mallory", "u-trudy"):
+            members.add(kind="user", name=f"{issuer}#{name}", project="beta", role="admin")
+        db.dispose()
         # Receivers point at a closed loopback port, allowed for this deployment only.
         server = ServerProcess(
             db_path,

@@ -44,6 +44,7 @@ class Account:
     email: str
     groups: tuple[str, ...] = ()
     email_verified: bool = True
+    preferred_username: str | None = None  # what the person chose to be called; the username
 
 
 @dataclass
@@ -214,7 +215,7 @@ def _openid(provider: Provider) -> type[OpenIDCode]:
                 sub=user.sub,
                 email=user.email,
                 email_verified=user.email_verified,
-                preferred_username=user.username,
+                preferred_username=user.preferred_username or user.username,
                 groups=list(user.groups),
             )
 

@@ -130,7 +130,9 @@ def test_chromium_shows_the_person_who_saved_a_rule_and_silenced_its_alert(
         lines = text.splitlines()
         for object_id in (made["id"], muted["id"]):
             line = next(x for x in lines if object_id in x)
-            assert "changed by bob@lab.example · just now" in line, line
+            assert deployment.provider is not None
+            bob = f"person {deployment.provider.issuer}#u-bob (bob@lab.example)"
+            assert f"changed by {bob} · just now" in line, line
         recent = str(page.inner_text(f"#{ids.ACT_RECENT}"))
         assert "bob's k3 watch" in recent and "bob@lab.example" in recent
         shot(page, "activity")
@@ -151,5 +153,5 @@ def test_chromium_shows_the_person_who_saved_a_rule_and_silenced_its_alert(
         shown = text + page.inner_text(f"#{ids.ACT_RECENT}") + page.content()
         for alpha in (made["id"], muted["id"], deployment.ids["rule_id"], SECRET, "bob@lab"):
             assert alpha not in shown
-        assert "changed by erin@lab.example" in text
+        assert "#u-erin (erin@lab.example)" in text
         context.close()

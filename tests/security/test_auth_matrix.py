@@ -72,7 +72,7 @@ TOKENS = (
     "server_admin",
     *PEOPLE,
 )
-MEMBER = {"kind": "user", "name": "matrix@lab.example", "project": "alpha"}
+MEMBER = {"kind": "email", "name": "matrix@lab.example", "project": "alpha"}
 QUERY = {
     "/api/v1/runs/{run_id}/series": {"metric": "k3_kl"},
     "/api/v1/series": {"runs": ALPHA_RUN, "metric": "k3_kl"},

@@ -52,6 +52,7 @@ def proxied(
         tokens[project] = TokenService(db).create(project=project, scope="ingest")[1]
     tokens["read_beta"] = TokenService(db).create(project="beta", scope="read")[1]
     Members(db).add(kind="group", name="team-alpha", project="alpha", role="read")
+    Members(db).add(kind="user", name="proxy#josé", project="beta", role="read")
     db.dispose()
     args = ["--auth-proxy-header", USER, "--auth-proxy-groups-header", GROUPS]
     server = ServerProcess(
@@ -107,3 +108,49 @@ def test_without_the_header_the_usual_sign_in_applies(proxied: Proxied) -> None:
             assert client.get("/api/v1/runs").status_code == 401
             page = client.get("/runs", headers={"Accept": "text/html"})
             assert page.status_code == 303 and page.headers["location"].startswith("/login")
+
+
+@pytest.mark.parametrize("repeated", [USER, GROUPS, USER.lower()])
+def test_an_identity_header_sent_twice_is_refused(proxied: Proxied, repeated: str) -> None:
+    """A proxy that appends its value to the client's would otherwise let the client's win."""
+    headers = [(USER, "mallory@lab.example"), (GROUPS, "staff"), (repeated, "team-alpha")]
+    with proxied.client("127.0.0.1") as proxy:
+        for path in ("/api/v1/me", "/api/v1/runs", "/_dash-layout", "/metrics", "/runs"):
+            answer = proxy.get(path, headers=[*headers, ("Accept", "text/html")])
+            assert answer.status_code == 400, (path, answer.text)
+            assert "more than once" in answer.json()["detail"]
+            assert "alpha-run" not in answer.text
+
+
+def test_a_repeated_authorization_header_is_refused(proxied: Proxied) -> None:
+    token = f"Bearer {proxied.tokens['read_beta']}"
+    with proxied.client("127.0.0.2") as client:
+        answer = client.get(
+            "/api/v1/runs", headers=[("Authorization", token), ("Authorization", token)]
+        )
+    assert answer.status_code == 400 and "authorization" in answer.json()["detail"]
+
+
+def test_a_name_beyond_ascii_is_read_as_utf8(proxied: Proxied) -> None:
+    """What proxies send: the name's UTF-8 bytes, as the provider's claim had them."""
+    with proxied.client("127.0.0.1") as proxy:
+        me = proxy.get("/api/v1/me", headers=[(USER.encode(), "josé".encode())])
+        assert me.status_code == 200, me.text
+        assert me.json()["user"] == "josé"
+        assert me.json()["projects"] == [{"project": "beta", "role": "read"}]
+        latin1 = proxy.get("/api/v1/me", headers=[(USER.encode(), "josé".encode("latin-1"))])
+        assert latin1.status_code == 400 and "not UTF-8" in latin1.json()["detail"]
+
+
+def test_a_person_the_proxy_names_goes_on_from_the_sign_in_page_to_this_server_only(
+    proxied: Proxied,
+) -> None:
+    named = {USER: "pat@lab.example", GROUPS: "team-alpha"}
+    with proxied.client("127.0.0.1") as proxy:
+        onward = proxy.get("/login", params={"next": "/run?run=alpha-run"}, headers=named)
+        assert onward.status_code == 303 and onward.headers["location"] == "/run?run=alpha-run"
+        for target in ("/\t/evil.example/x", "//evil.example", "/\\evil.example"):
+            home = proxy.get("/login", params={"next": target}, headers=named)
+            assert home.status_code == 303 and home.headers["location"] == "/", target
+        page = proxy.get("/login", params={"next": "/runs"})  # not named: the sign-in page
+        assert page.status_code == 200 and 'name="token"' in page.text

@@ -31,7 +31,10 @@ pytestmark = [pytest.mark.security, on_each_database]
 def test_a_person_reads_their_projects_only_in_the_api(deployment: Deployment) -> None:
     with oidc_sign_in(deployment.server.url, "alice") as alice:
         me = alice.get("/api/v1/me").json()
-        assert me["user"] == "alice@lab.example" and me["actor"] == "user:alice@lab.example"
+        assert deployment.provider is not None
+        alice_id = f"{deployment.provider.issuer}#u-alice"
+        assert me["user"] == "alice@lab.example" and me["actor"] == f"person:{alice_id}"
+        assert (me["id"], me["email"]) == (alice_id, "alice@lab.example")
         assert me["projects"] == [{"project": "alpha", "role": "read"}]
         runs = alice.get("/api/v1/runs").json()["data"]
         assert {r["project"] for r in runs} == {"alpha"}
@@ -101,9 +104,11 @@ def test_changes_name_the_person_who_made_them(deployment: Deployment) -> None:
     with oidc_sign_in(server.url, "alice") as alice:
         listed = alice.get("/api/v1/changes", params={"kind": "silence"}).json()["data"]
     mine = [c for c in listed if c["object_id"] == made["id"]]
-    assert [(c["action"], c["actor"]) for c in mine] == [
-        ("delete", "user:bob@lab.example"),
-        ("create", "user:bob@lab.example"),
+    assert deployment.provider is not None
+    bob = (f"person:{deployment.provider.issuer}#u-bob", "bob@lab.example")
+    assert [(c["action"], c["actor"], c["actor_name"]) for c in mine] == [
+        ("delete", *bob),
+        ("create", *bob),
     ]
     beta = server.query("/api/v1/changes", token=deployment.tokens["admin_beta"])["data"]
     assert all(c["project"] == "beta" for c in beta)
@@ -111,7 +116,9 @@ def test_changes_name_the_person_who_made_them(deployment: Deployment) -> None:
 
 def test_a_removed_mapping_ends_access_at_the_next_request(deployment: Deployment) -> None:
     server, admin = deployment.server, deployment.tokens["server_admin"]
-    mapping = {"kind": "user", "name": "u-carol", "project": "beta", "role": "read"}
+    assert deployment.provider is not None
+    carol_id = f"{deployment.provider.issuer}#u-carol"
+    mapping = {"kind": "user", "name": carol_id, "project": "beta", "role": "read"}
     put = web.put(
         f"{server.url}/api/v1/members",
         json=mapping,

@@ -15,7 +15,7 @@ from server.storage.db import Database
 
 pytestmark = pytest.mark.security
 
-ALICE = Person(names=("u-alice", "alice@lab.example"), groups=("team",), shown="alice@lab.example")
+ALICE = Person("https://sso.lab", "u-alice", "alice@lab.example", ("team",), "alice@lab.example")
 TTL = 3600.0
 
 

@@ -30,6 +30,8 @@ from tests.security.conftest import (
 
 pytestmark = pytest.mark.security
 
+ALICE = "https://sso.lab#alice"
+
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
@@ -52,17 +54,19 @@ def mapped(deployment: Deployment, name: str, project: str, role: str) -> Iterat
 @on_each_database
 def test_a_persons_token_acts_as_them_until_their_mapping_goes(deployment: Deployment) -> None:
     url = deployment.server.url
-    with mapped(deployment, "u-carol", "beta", "read") as mapping:
+    assert deployment.provider is not None
+    carol_id = f"{deployment.provider.issuer}#u-carol"
+    with mapped(deployment, carol_id, "beta", "read") as mapping:
         with oidc_sign_in(url, "carol") as carol:
             made = carol.post("/api/v1/me/tokens", json={"name": "notebook"})
             assert made.status_code == 201, made.text
             token = made.json()["token"]
-            assert made.json()["owner"] == "carol@lab.example"
+            assert (made.json()["owner"], made.json()["shown"]) == (carol_id, "carol@lab.example")
             listed = carol.get("/api/v1/me/tokens").json()["data"]
             assert [t["id"] for t in listed] == [made.json()["id"]]
         with httpx.Client(base_url=url, headers=bearer(token), timeout=30) as script:
             me = script.get("/api/v1/me").json()
-            assert me["user"] == "carol@lab.example" and me["actor"] == "user:carol@lab.example"
+            assert me["user"] == "carol@lab.example" and me["actor"] == f"person:{carol_id}"
             assert me["projects"] == [{"project": "beta", "role": "read"}]
             runs = script.get("/api/v1/runs")
             assert {r["project"] for r in runs.json()["data"]} == {"beta"}
@@ -108,7 +112,7 @@ def test_a_token_is_made_from_a_sign_in_only_and_revoked_by_its_owner(
 
 
 @on_each_database
-def test_a_person_mapped_by_group_only_is_told_to_ask_for_a_mapping_by_name(
+def test_a_person_mapped_by_group_only_is_told_to_ask_for_a_mapping_of_their_own(
     deployment: Deployment,
 ) -> None:
     """bob reads alpha through his group; a token knows no groups, so it could do nothing."""
@@ -125,16 +129,16 @@ def test_the_server_admin_makes_a_users_token_on_the_command_line(
     migrate.upgrade(db)
     _, admin = TokenService(db).create(project=None, scope="server-admin")
     _, ingest = TokenService(db).create(project="grpo", scope="ingest")
-    Members(db).add(kind="user", name="alice@lab", project="grpo", role="admin")
+    Members(db).add(kind="user", name=ALICE, project="grpo", role="admin")
     db.dispose()
     made = prefork.mismatch(
-        "token", "create", "--user", "alice@lab", "--name", "ci", "--db", db_path, timeout=120
+        "token", "create", "--user", ALICE, "--name", "ci", "--db", db_path, timeout=120
     )
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     assert token.startswith("mm_p") and "personal token" in made.stderr
     nobody = prefork.mismatch(
-        "token", "create", "--user", "nobody@lab", "--db", db_path, timeout=120
+        "token", "create", "--user", "https://sso.lab#nobody", "--db", db_path, timeout=120
     )
     assert nobody.returncode != 0 and "no project is mapped" in nobody.stderr
     server = server_factory(db_path)
@@ -143,10 +147,10 @@ def test_the_server_admin_makes_a_users_token_on_the_command_line(
     silence = server.post("/api/v1/silences", {"project": "grpo", "until": 2e9}, token=token)
     assert silence.status_code == 201, silence.text  # alice administers grpo
     changes = server.query("/api/v1/changes?kind=silence", token=admin)["data"]
-    assert [c["actor"] for c in changes] == ["user:alice@lab"]
+    assert [c["actor"] for c in changes] == [f"person:{ALICE}"]
     removed = web.delete(
         server.url + "/api/v1/members",
-        params={"kind": "user", "name": "alice@lab", "project": "grpo"},
+        params={"kind": "user", "name": ALICE, "project": "grpo"},
         headers=bearer(admin),
         timeout=30,
     )

@@ -8,17 +8,24 @@ from __future__ import annotations
 from typing import Any
 
 from server.auth import Principal
+from server.domain.identity import Person
 from server.domain.reads.scope import ReadScope
 from server.identity.changes import Changes
 from server.services.changes_query import ChangeQueries
 from server.storage import changes as stored
 
 ALICE = Principal(
-    token_id=None, project=None, scope="read", user="alice@lab", grants=(("alpha", "admin"),)
+    token_id=None,
+    project=None,
+    scope="read",
+    user="alice@lab",
+    grants=(("alpha", "admin"),),
+    person=Person("https://sso.lab", "u-alice", "alice@lab", (), "alice@lab"),
 )
 BOB = Principal(
-    token_id=None, project=None, scope="read", user="bob@lab", grants=(("beta", "admin"),)
-)
+    token_id=None, project=None, scope="read", user="bob@lab", grants=(("beta", "admin"),),
+    person=Person("https://sso.lab", "u-bob", None, (), "bob@lab"),
+)  # fmt: skip
 TOKEN = Principal(token_id="t0ken", project="alpha", scope="admin")
 
 
@@ -53,7 +60,7 @@ def test_a_reader_lists_the_changes_of_their_projects_only(migrated_db: Any) -> 
     assert {c.project for c in alpha} == {"alpha"} and len(alpha) == 9
     assert [c.changed_at for c in alpha] == sorted((c.changed_at for c in alpha), reverse=True)
     beta = reads.recent(ReadScope.of(["beta"]))
-    assert [(c.object_id, c.actor) for c in beta] == [("v1", "user:bob@lab")]
+    assert [(c.object_id, c.actor) for c in beta] == [("v1", "person:https://sso.lab#u-bob")]
     assert reads.recent(ReadScope.of(["beta"]), project="alpha") == []  # asked, not readable
     assert reads.recent(ReadScope.NOTHING) == []
     assert len(reads.recent(ReadScope.EVERY)) == 10
@@ -68,7 +75,7 @@ def test_each_objects_last_change_names_its_newest_changer(migrated_db: Any) -> 
     last = reads.last_changed(ReadScope.of(["alpha"]))
     assert [(c.kind, c.object_id, c.actor, c.action) for c in last] == [
         ("rule", "r2", "token:t0ken", "update"),
-        ("rule", "r1", "user:alice@lab", "update"),
+        ("rule", "r1", "person:https://sso.lab#u-alice", "update"),
         ("silence", "s1", "token:t0ken", "create"),
     ]
     # Five changes of r2 do not crowd r1 and s1 out of a short list.
@@ -80,7 +87,7 @@ def test_each_objects_last_change_names_its_newest_changer(migrated_db: Any) -> 
     silences = reads.last_changed(ReadScope.EVERY, kind="silence")
     assert [c.object_id for c in silences] == ["s1"]
     beta = reads.last_changed(ReadScope.EVERY, project="beta")
-    assert [(c.object_id, c.actor) for c in beta] == [("v1", "user:bob@lab")]
+    assert [(c.object_id, c.actor) for c in beta] == [("v1", "person:https://sso.lab#u-bob")]
     assert reads.last_changed(ReadScope.of(["beta"]), project="alpha") == []
 
 
@@ -90,7 +97,7 @@ def test_the_last_changer_of_listed_objects_stays_in_the_readers_projects(
     changes = _seeded(migrated_db)
     found = changes.last_actors("rule", ["r1", "r2"], projects=["alpha"])
     assert {k: v.actor for k, v in found.items()} == {
-        "r1": "user:alice@lab",
+        "r1": "person:https://sso.lab#u-alice",
         "r2": "token:t0ken",
     }
     assert changes.last_actors("receiver", ["v1"], projects=["alpha"]) == {}

@@ -30,9 +30,12 @@ def who_am_i(principal: ReaderDep) -> MeOut:
     """Who the server takes you for, and the projects and roles you have."""
     roles = principal.roles()
     projects = None if roles is None else [GrantOut(project=p, role=r) for p, r in roles]
+    person = principal.person
     return MeOut(
         actor=principal.actor,
         user=principal.user,
+        id=None if person is None else person.id,
+        email=None if person is None else person.email,
         server_admin=principal.is_server_admin,
         projects=projects,
     )
@@ -71,7 +74,7 @@ def delete_member(
     changes: ChangesDep,
     principal: AdminDep,
     kind: Annotated[MemberKind, Query()],
-    name: Annotated[str, Query(min_length=1, max_length=320)],
+    name: Annotated[str, Query(min_length=1, max_length=511)],
     project: Annotated[str, Query(min_length=1, max_length=128)],
 ) -> None:
     """Remove a mapping: the person loses that project at their next request."""

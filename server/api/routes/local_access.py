@@ -12,7 +12,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from server.api.deps import ServicesDep
-from server.api.gate import login_page, safe_next
+from server.api.gate import login_page
+from server.api.redirects import after_sign_in
 from server.errors import MonitorError
 from server.identity.local_access import LINK_PATH
 
@@ -55,7 +56,7 @@ async def use_link(
     request: Request, services: ServicesDep, code: str = "", next: str = "/"
 ) -> Response:
     """Trade a one-time link for a dashboard session, then go where the link points."""
-    target = safe_next(next)
+    target = after_sign_in(next)
     try:
         cookie = await run_in_threadpool(services.local.redeem, code, _peer(request))
     except MonitorError as exc:

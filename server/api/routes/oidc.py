@@ -11,7 +11,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from server.api.deps import ServicesDep
-from server.api.gate import login_page, safe_next
+from server.api.gate import login_page
+from server.api.redirects import after_sign_in
 from server.errors import MonitorError
 from server.identity.signin import STATE_COOKIE, Redirect, SignIn
 
@@ -23,7 +24,7 @@ Param = Annotated[str | None, Query(max_length=4096)]
 @router.get("/login/oidc")
 def start_sign_in(services: ServicesDep, next: str = "/") -> Response:
     """Off to the identity provider, remembering where the person was going."""
-    target = safe_next(next)
+    target = after_sign_in(next)
     signin = services.people.signin
     if signin is None:
         return RedirectResponse("/login?next=" + quote(target, safe=""), status_code=303)
@@ -56,7 +57,7 @@ def finish_sign_in(
     # Not a 303: this response ends a navigation that came from the provider's site, and a
     # browser would carry that into the next hop, which then goes without the SameSite=Strict
     # cookie just set. A page of ours that moves on starts a same-site navigation instead.
-    target = html.escape(redirect.location, quote=True)
+    target = html.escape(after_sign_in(redirect.location), quote=True)
     page = f'<!doctype html><meta http-equiv="refresh" content="0;url={target}"><title>…</title>'
     response = HTMLResponse(page, headers=_no_store())
     for cookie in redirect.cookies:

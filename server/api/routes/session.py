@@ -9,7 +9,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from server.api.deps import ServicesDep
-from server.api.gate import login_page, safe_next
+from server.api.gate import login_page
+from server.api.redirects import after_sign_in
 from server.errors import MonitorError
 from server.services.sessions import COOKIE
 
@@ -18,11 +19,13 @@ MAX_FORM_BYTES = 4096
 
 
 @router.get("/login")
-def show_login(services: ServicesDep, next: str = "/") -> Response:
-    if not services.tokens.auth_enabled():
-        return RedirectResponse(safe_next(next), status_code=303)
+def show_login(request: Request, services: ServicesDep, next: str = "/") -> Response:
+    """The sign-in page; where nobody needs to sign in (no tokens, or the auth proxy names
+    the person already), straight on to where they were going."""
+    if not services.tokens.auth_enabled() or _named_by_proxy(request, services):
+        return RedirectResponse(after_sign_in(next), status_code=303, headers=_no_store())
     sso = services.people.signin is not None
-    return HTMLResponse(login_page(next_path=safe_next(next), sso=sso), headers=_no_store())
+    return HTMLResponse(login_page(next_path=after_sign_in(next), sso=sso), headers=_no_store())
 
 
 @router.post("/login")
@@ -30,7 +33,7 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
     """Trade a read or admin token for a session cookie, then go where the user was going."""
     body = await request.body()
     form = parse_qs(body[:MAX_FORM_BYTES].decode("utf-8", "replace"))
-    target = safe_next(form.get("next", ["/"])[0])
+    target = after_sign_in(form.get("next", ["/"])[0])
     token = form.get("token", [""])[0].strip()
     try:
         principal = await run_in_threadpool(services.tokens.authenticate, f"Bearer {token}")
@@ -80,6 +83,15 @@ SIGN_OUT_PAGE = """<!doctype html>
 <p>Signing out takes a POST request:</p>
 <form method="post" action="/logout"><button type="submit">Sign out</button></form>
 </body></html>"""
+
+
+def _named_by_proxy(request: Request, services: ServicesDep) -> bool:
+    """Whether the auth proxy names a person on this request (refused, 403, when the header
+    comes from elsewhere than the proxy)."""
+    identity = services.people.identity
+    if identity.proxy is None or identity.proxy.header not in request.headers:
+        return False
+    return identity.resolve_scope(request.scope).principal.person is not None
 
 
 def _no_store() -> dict[str, str]:
