@@ -34,6 +34,7 @@ from server.api.routes import (
     attribution,
     health,
     identity,
+    incidents,
     ingest,
     maintenance,
     oidc,
@@ -149,7 +150,7 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     )
     app.state.services = services
     errors.install(app)
-    api = (health, ingest, runs, attribution, projects, tokens, alarms, maintenance)
+    api = (health, ingest, runs, attribution, projects, tokens, alarms, incidents, maintenance)
     for module in (*api, identity, personal_tokens, session, oidc):
         app.include_router(module.router)
     _document_ingest_body(app)

@@ -109,17 +109,30 @@ FullOpt = Annotated[
     ),
 ]
 
+NotifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--notify",
+        help="With --url: send the alerts the imported steps raise to the project's receivers "
+        "(by default they are recorded and shown, and nobody is paged for a run's past)",
+    ),
+]
+
 
 @dataclass(frozen=True)
 class Target:
-    """Where the runs go: a running server (`url`, `token`) or, without one, database `db`."""
+    """Where the runs go: a running server (`url`, `token`) or, without one, database `db`;
+    `notify`: the server sends the alerts the steps raise."""
 
     db: str
     url: str | None = None
     token: str | None = None
+    notify: bool = False
 
 
-def _target(ctx: typer.Context, db: str | None, url: str | None, token: str | None) -> Target:
+def _target(
+    ctx: typer.Context, db: str | None, url: str | None, token: str | None, notify: bool = False
+) -> Target:
     """`--url` or `--db`, never both. Given on the command line, either wins over the other
     from the environment (MISMATCH_URL, MISMATCH_DB); both from the same place is an error."""
     if url and db:
@@ -134,7 +147,7 @@ def _target(ctx: typer.Context, db: str | None, url: str | None, token: str | No
         else:
             db = None
     if url:
-        return Target(DEFAULT_DB, url.strip(), token)
+        return Target(DEFAULT_DB, url.strip(), token, notify)
     token_from = ctx.get_parameter_source("token")
     if token and token_from is not None and token_from.name == "COMMANDLINE":
         fail("--token goes with --url: a direct --db import needs no token")
@@ -210,7 +223,7 @@ def _store(plans: list[RunPlan], into: Writer | Sender, full: bool) -> None:
 def _send(plans: list[RunPlan], target: Target, full: bool) -> Summary:
     """Through a running server's ingest API, with the token's rights."""
     assert target.url is not None
-    sender = Sender.open(target.url, target.token)
+    sender = Sender.open(target.url, target.token, notify=target.notify)
     try:
         _store(plans, sender, full)
     except ImportFailed as exc:
@@ -257,6 +270,7 @@ def tensorboard(
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
+    notify: NotifyOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
     db: ImportDbOpt = None,
@@ -265,7 +279,7 @@ def tensorboard(
     hparams (add_hparams) become the run's config."""
     _run(
         lambda: tensorboard_source.read(dirs),
-        target=_target(ctx, db, url, token),
+        target=_target(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,
@@ -295,6 +309,7 @@ def mlflow(
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
+    notify: NotifyOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
     db: ImportDbOpt = None,
@@ -302,7 +317,7 @@ def mlflow(
     """Import MLflow runs: every metric's full history; params become the run's config."""
     _run(
         lambda: mlflow_source.read(tracking_uri, experiment=experiment, run_id=run_id),
-        target=_target(ctx, db, url, token),
+        target=_target(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,
@@ -334,6 +349,7 @@ def wandb(
     metric_map: MapOpt = None,
     as_run: AsRunOpt = None,
     full: FullOpt = False,
+    notify: NotifyOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
     db: ImportDbOpt = None,
@@ -347,7 +363,7 @@ def wandb(
 
     _run(
         read,
-        target=_target(ctx, db, url, token),
+        target=_target(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,

@@ -137,6 +137,8 @@ class Summary:
     kept: set[str] = field(default_factory=set)
     skipped: dict[str, str] = field(default_factory=dict)
     steps_out_of_range: int = 0
+    alerts: int = 0  # alerts the server's rules raised on the imported steps
+    notify: bool | None = None  # whether they were sent; None: no server evaluated them
 
     def lines(self) -> list[str]:
         out = [
@@ -149,6 +151,13 @@ class Summary:
         out += [f"  skipped {name}: {why}" for name, why in sorted(self.skipped.items())]
         if self.steps_out_of_range:
             out.append(f"steps left out (not in 0..2^53): {self.steps_out_of_range:,}")
+        if self.notify is True:
+            out.append(f"alerts: {self.alerts:,} recorded and sent to the project's receivers")
+        elif self.notify is False:
+            out.append(
+                f"alerts: {self.alerts:,} recorded, none sent (an import of past steps pages "
+                "nobody; --notify sends them)"
+            )
         return out
 
 

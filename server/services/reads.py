@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from server.services.attribution import AttributionService
 from server.services.changes_query import ChangeQueries
 from server.services.hardware_reads import HardwareReads
+from server.services.incidents import IncidentViews
 from server.services.query import SeriesQueries
 from server.services.run_view import Markers, RunViews
 from server.services.runs_query import RunQueries
@@ -24,6 +25,7 @@ class Reads:
     run_views: RunViews
     attribution: AttributionService
     changes: ChangeQueries
+    incidents: IncidentViews
 
     @classmethod
     def over(
@@ -41,4 +43,5 @@ class Reads:
             RunViews(db, markers=markers),
             AttributionService(runs, series, hardware, db),
             ChangeQueries(db),
+            IncidentViews(db),
         )
