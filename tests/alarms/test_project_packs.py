@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from server.alarms.defaults import DEFAULT_RULES, SAMPLER_PACK
+from server.alarms.defaults import DEFAULT_RULES, SAMPLER_PACK, SEVERITY_PACK
 from server.storage import migrate
 from server.storage.db import Database
 from tests import web
@@ -155,8 +155,9 @@ def test_the_migration_records_projects_with_rules_and_the_server_seeds_the_othe
     finally:
         database.dispose()
     server = server_factory(url)
-    # It received the default pack before; the sampler-only pack came later, and comes once.
-    sampler = [spec["name"] for spec in SAMPLER_PACK]
+    # It received the default pack before; the sampler-only and severity packs came later, and
+    # come once.
+    sampler = [spec["name"] for spec in [*SAMPLER_PACK, *SEVERITY_PACK]]
     assert _rule_names(server, "live") == sorted(["vllm-kl high", *sampler])
     assert _rule_names(server, "imported") == PACK_NAMES
     server.stop()
