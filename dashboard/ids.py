@@ -116,3 +116,34 @@ ACT_KIND = "activity-kind"
 ACT_LAST = "activity-last"
 ACT_RECENT = "activity-recent"
 ACT_POLL = "activity-poll"
+
+# Alerts page
+ALERTS_PROJECT = "alerts-project"
+ALERTS_SEVERITY = "alerts-severity"
+ALERTS_STATE = "alerts-state"
+ALERTS_LABEL = "alerts-label"
+ALERTS_STATUS = "alerts-status"
+ALERTS_LIST = "alerts-list"
+ALERTS_EMPTY = "alerts-empty"
+ALERTS_POLL = "alerts-poll"
+ALERTS_CARD = "alerts-card"  # pattern-matching type: {"type": ALERTS_CARD, "index": incident}
+
+# Incident page
+INC_HEADER = "incident-header"
+INC_CONTEXT = "incident-context"
+INC_ALERTS = "incident-alerts"
+INC_TIMELINE = "incident-timeline"
+INC_SILENCES = "incident-silences"
+INC_ACK = "incident-ack"
+INC_ACK_COMMENT = "incident-ack-comment"
+INC_DURATION = "incident-duration"
+INC_SILENCE_RUN = "incident-silence-run"
+INC_SILENCE_RULE = "incident-silence-rule"
+INC_SILENCE_LABEL = "incident-silence-label"
+INC_LABEL = "incident-label"
+INC_SILENCE_END = "incident-silence-end"  # pattern-matching type: {"type": …, "index": silence}
+INC_RESULT = "incident-result"
+INC_DONE = "incident-done"
+
+# Run page: its alerts under the charts
+RUN_ALERT_LIST = "run-alert-list"

@@ -132,10 +132,10 @@ ratio at 0.03), which it makes critical at its 8th logged step."""
 FAR_RATIO_WHY = """Critical: a token-level mean importance ratio 5% away from 1 (500 ×1e-4, ten
 times ratio drift's 50) means one policy's probabilities are off by that much on average: raw
 logprobs or a sampler-only setting at a strength no run learns through. A healthy token mean
-stays within a few ×1e-4 of 1 and the corpus's noisiest rendering (verl's truncated weight mean)
-never reached 100 over 8 steps; TRL's per-sequence ratio is scaled down first
-(`signals.SEQ_RATIO_NOISE`) and cannot reach 500, so its runs escalate through vllm-kl far
-beyond instead."""
+stays within a few ×1e-4 of 1; the noisiest healthy renderings of the corpus (verl's and
+ms-swift's truncated weight means) reach 270 on their single worst step, and 8 steps in a row
+above 500 never. TRL's per-sequence ratio is scaled down first (`signals.SEQ_RATIO_NOISE`) and
+cannot reach 500, so its runs escalate through vllm-kl far beyond instead."""
 
 PACK: list[dict[str, Any]] = [
     {

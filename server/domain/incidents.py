@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from server.domain.alarms import Alert, Severity
+from server.domain.alarms import Alert, Severity, Silence
 
 IncidentState = Literal["firing", "resolved", "no_data"]
 INCIDENT_STATES: tuple[IncidentState, ...] = ("firing", "resolved", "no_data")
@@ -83,3 +83,4 @@ class Timeline:
     incident: Incident
     alerts: tuple[Alert, ...]
     events: tuple[TimelineEvent, ...]
+    silences: tuple[Silence, ...] = ()  # those that cover its alerts, ended ones included

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.domain.alarms import Severity
 from server.domain.incidents import DeliveryOutcome, EventKind, IncidentState
-from server.schemas.alarms import AlertOut
+from server.schemas.alarms import AlertOut, SilenceOut
 
 _FROM_DOMAIN = ConfigDict(from_attributes=True)
 
@@ -73,6 +73,7 @@ class TimelineOut(BaseModel):
     incident: IncidentOut
     alerts: list[AlertOut]
     events: list[TimelineEventOut]
+    silences: list[SilenceOut] = Field(description="Silences that cover its alerts")
 
 
 class AckIn(BaseModel):

@@ -9,6 +9,7 @@ message that it ended still goes out.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
@@ -30,11 +31,14 @@ from server.domain.incidents import (
     Timeline,
     TimelineEvent,
 )
-from server.domain.labels import parse_optional
-from server.errors import Conflict, NotFound
+from server.domain.labels import InvalidLabelFilter, parse_optional
+from server.errors import Conflict, NotFound, Rejected
 from server.storage import alarm_alerts, alarm_config, alarm_incidents, changes, runs
 from server.storage.alarm_incidents import IncidentRow, MessageRow
 from server.storage.db import Database
+
+_CAUSE = re.compile(r'Likely cause: (?:[^"\\]|\\.)*')
+"""A likely cause as a body carries it, in any format (`cause_line`'s words, JSON-escaped)."""
 
 RECENT_S = 24 * 3600.0
 """How long an ended incident stays in the list unless a reader asks for longer."""
@@ -51,7 +55,7 @@ class IncidentViews:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def list(
+    def listed(
         self,
         *,
         projects: Sequence[str] | None,
@@ -68,7 +72,10 @@ class IncidentViews:
         the most severe, then the newest; narrowed by state, severity (the incident's worst)
         and a label filter on its run (`key=value`, `key!=value`, `key`)."""
         now = time.time() if now is None else now
-        wanted = parse_optional(label)
+        try:
+            wanted = parse_optional(label)
+        except InvalidLabelFilter as exc:
+            raise Rejected(f"label: {exc}") from exc
         with self._db.read() as conn:
             rows = alarm_incidents.incident_rows(
                 conn,
@@ -86,6 +93,35 @@ class IncidentViews:
             heads = alarm_incidents.headlines(conn, [r.id for r in rows])
             acks = alarm_incidents.acknowledgements(conn, [r.id for r in rows])
         return [_incident(r, heads[r.id], acks.get(r.id)) for r in rows if r.id in heads]
+
+    def alerts(
+        self, incident_ids: Sequence[str], *, projects: Sequence[str] | None
+    ) -> dict[str, list[Alert]]:
+        """The alerts of these incidents, the first cause first, among `projects`."""
+        with self._db.read() as conn:
+            found = alarm_alerts.of_incidents(conn, incident_ids)
+        return {
+            incident: sorted(
+                (a for a in alerts if projects is None or a.project in projects),
+                key=lambda a: (a.step, a.started_at),
+            )
+            for incident, alerts in found.items()
+        }
+
+    def causes(self, incidents: Sequence[Incident]) -> dict[str, str]:
+        """The likely cause each incident's first message carried ("Likely cause: … (score
+        0.82) …"); an incident whose message carried none (no receiver, a rule whose alerts
+        are not diagnosed, a cause that could not be read) has no entry."""
+        with self._db.read() as conn:
+            bodies = alarm_incidents.opening_bodies(conn, [(i.id, i.project) for i in incidents])
+        out = {}
+        for incident, texts in bodies.items():
+            for text in texts:
+                found = _CAUSE.search(text)
+                if found:
+                    out[incident] = json.loads(f'"{found.group(0)}"').splitlines()[0]
+                    break
+        return out
 
     def get(self, incident_id: str, *, projects: Sequence[str] | None) -> Timeline:
         """The incident with its alerts and everything that happened to it, oldest first."""
@@ -122,9 +158,8 @@ class IncidentViews:
         events += [_ack_event(c) for c in acks]
         events += _silence_events(silences, made)
         ordered = sorted(events, key=lambda e: (e.at, e.kind))
-        return Timeline(
-            incident, tuple(sorted(alerts, key=lambda a: (a.step, a.started_at))), tuple(ordered)
-        )
+        first = tuple(sorted(alerts, key=lambda a: (a.step, a.started_at)))
+        return Timeline(incident, first, tuple(ordered), tuple(silences))
 
     def acknowledge(self, incident_id: str, *, projects: Sequence[str] | None) -> Incident:
         """The incident about to be acknowledged (its project names who may): refused when it

@@ -195,3 +195,29 @@ def ack_of(change: Change) -> Acknowledgement:
         at=change.changed_at,
         comment=change.summary,
     )
+
+
+def opening_bodies(conn: Connection, incidents: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """The bodies of each incident's first message (`incidents`: (incident id, project)), as
+    made for sending (or as written, while still a draft), read by their exact ids."""
+    if not incidents:
+        return {}
+    projects = sorted({project for _, project in incidents})
+    receivers = conn.execute(sa.select(_r.id, _r.project).where(_r.project.in_(projects))).all()
+    wanted = {
+        f"msg_{incident}_opened_{rid}": incident
+        for incident, project in incidents
+        for rid, owner in receivers
+        if owner == project
+    }
+    if not wanted:
+        return {}
+    query = (
+        sa.select(_o.id, sa.func.coalesce(_d.body, _o.body))
+        .select_from(t.outbox.outerjoin(t.deliveries, _d.message_id == _o.id))
+        .where(_o.id.in_(sorted(wanted)))
+    )
+    out: dict[str, list[str]] = {}
+    for message_id, body in conn.execute(query):
+        out.setdefault(wanted[message_id], []).append(body)
+    return out

@@ -38,7 +38,7 @@ def list_incidents(
 ) -> ListOut[IncidentOut]:
     """Firing incidents first, then the most severe, then the newest, across the projects the
     caller reads."""
-    found = reads.incidents.list(
+    found = reads.incidents.listed(
         projects=principal.readable_projects(),
         project=project,
         run_id=run,
