@@ -28,7 +28,7 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.access import Reader
-from dashboard.pages import run_attribution, run_data, run_exemplars, run_lines
+from dashboard.pages import run_alerts, run_attribution, run_data, run_exemplars, run_lines
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
 from server.domain.reads.run_view import RunView
@@ -98,6 +98,7 @@ def layout(
                 disabled=detail.status not in ("live", "idle"),
             ),
             html.Div(id=ids.RUN_PANELS),
+            run_alerts.section(reads, scope, run_id),
             run_attribution.section(
                 reads, scope, run_id, step_min=view.step_min, step_max=view.step_max
             ),

@@ -108,20 +108,27 @@ class IncidentViews:
             for incident, alerts in found.items()
         }
 
+    def of_run(
+        self, run_id: str, *, projects: Sequence[str] | None, limit: int = 200
+    ) -> list[Alert]:
+        """A run's alerts, the newest first (silenced ones too: they are shown, flagged)."""
+        with self._db.read() as conn:
+            return alarm_alerts.alerts(conn, run_id=run_id, projects=projects, limit=limit)
+
+    def causes_of(self, alerts: Sequence[Alert]) -> dict[str, str]:
+        """The likely cause of each incident these alerts belong to, by incident id."""
+        heads = {(a.incident_id or a.id, a.project) for a in alerts if not a.silenced}
+        with self._db.read() as conn:
+            bodies = alarm_incidents.opening_bodies(conn, sorted(heads))
+        return _causes(bodies)
+
     def causes(self, incidents: Sequence[Incident]) -> dict[str, str]:
         """The likely cause each incident's first message carried ("Likely cause: … (score
         0.82) …"); an incident whose message carried none (no receiver, a rule whose alerts
         are not diagnosed, a cause that could not be read) has no entry."""
         with self._db.read() as conn:
             bodies = alarm_incidents.opening_bodies(conn, [(i.id, i.project) for i in incidents])
-        out = {}
-        for incident, texts in bodies.items():
-            for text in texts:
-                found = _CAUSE.search(text)
-                if found:
-                    out[incident] = json.loads(f'"{found.group(0)}"').splitlines()[0]
-                    break
-        return out
+        return _causes(bodies)
 
     def get(self, incident_id: str, *, projects: Sequence[str] | None) -> Timeline:
         """The incident with its alerts and everything that happened to it, oldest first."""
@@ -178,6 +185,17 @@ class IncidentViews:
                 f"{incident.state.replace('_', ' ')})"
             )
         return incident
+
+
+def _causes(bodies: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    out = {}
+    for incident, texts in bodies.items():
+        for text in texts:
+            found = _CAUSE.search(text)
+            if found:
+                out[incident] = json.loads(f'"{found.group(0)}"').splitlines()[0]
+                break
+    return out
 
 
 def _kept(row: IncidentRow, state: IncidentState | None, severity: str | None) -> bool:
