@@ -19,6 +19,7 @@ from dashboard.pages import (
     hardware,
     incident,
     parity,
+    rules,
     run,
     runs,
 )
@@ -36,6 +37,7 @@ PAGES = {
     urls.ACTIVITY: activity,
     urls.ALERTS: alerts,
     urls.INCIDENT: incident,
+    urls.RULES: rules,
 }
 
 
@@ -57,6 +59,7 @@ def _layout(badge: Callable[[], Badge | None]) -> Any:
                         for label, path in (
                             ("Runs", urls.RUNS),
                             ("Alerts", urls.ALERTS),
+                            ("Rules", urls.RULES),
                             ("Compare", urls.COMPARE),
                             ("Buckets", urls.BUCKETS),
                             ("Hardware", urls.HARDWARE),

@@ -147,3 +147,18 @@ INC_DONE = "incident-done"
 
 # Run page: its alerts under the charts
 RUN_ALERT_LIST = "run-alert-list"
+
+# Rules page
+RULES_PROJECT = "rules-project"
+RULES_TABLE = "rules-table"
+RULES_REASON = "rules-reason"
+RULES_SELECTED = "rules-selected"  # the chosen rule: {"id", "enabled"}
+RULES_PARAMS = "rules-params"
+RULES_RUN = "rules-run"
+RULES_PREVIEW = "rules-preview"
+RULES_PREVIEW_GRAPH = "rules-preview-graph"
+RULES_PREVIEW_NOTE = "rules-preview-note"
+RULES_SAVE = "rules-save"
+RULES_TOGGLE = "rules-toggle"
+RULES_RESULT = "rules-result"
+RULES_DONE = "rules-done"

@@ -16,6 +16,7 @@ PARITY = "/parity"
 ACTIVITY = "/activity"
 ALERTS = "/alerts"
 INCIDENT = "/incident"
+RULES = "/rules"
 
 
 def query_string(state: Mapping[str, object]) -> str:

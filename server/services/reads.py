@@ -12,6 +12,7 @@ from server.services.changes_query import ChangeQueries
 from server.services.hardware_reads import HardwareReads
 from server.services.incidents import IncidentViews
 from server.services.query import SeriesQueries
+from server.services.rule_views import RuleViews
 from server.services.run_view import Markers, RunViews
 from server.services.runs_query import RunQueries
 from server.storage.db import Database
@@ -26,6 +27,7 @@ class Reads:
     attribution: AttributionService
     changes: ChangeQueries
     incidents: IncidentViews
+    rules: RuleViews
 
     @classmethod
     def over(
@@ -44,4 +46,5 @@ class Reads:
             AttributionService(runs, series, hardware, db),
             ChangeQueries(db),
             IncidentViews(db),
+            RuleViews(db),
         )
