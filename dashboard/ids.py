@@ -123,10 +123,10 @@ ALERTS_SEVERITY = "alerts-severity"
 ALERTS_STATE = "alerts-state"
 ALERTS_LABEL = "alerts-label"
 ALERTS_STATUS = "alerts-status"
-ALERTS_LIST = "alerts-list"
+ALERTS_LIST = "alerts-list"  # the empty state, when nothing is listed
+ALERTS_TABLE = "alerts-table"
 ALERTS_EMPTY = "alerts-empty"
 ALERTS_POLL = "alerts-poll"
-ALERTS_CARD = "alerts-card"  # pattern-matching type: {"type": ALERTS_CARD, "index": incident}
 
 # Incident page
 INC_HEADER = "incident-header"

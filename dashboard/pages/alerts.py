@@ -19,6 +19,7 @@ from dash import Input, Output, dcc, html
 
 from dashboard import ids
 from dashboard.access import Reader
+from dashboard.components import DataTable
 from dashboard.pages import alert_rows as rows
 from server.domain import urls
 from server.domain.alarms import SEVERITIES, Alert
@@ -29,12 +30,7 @@ from server.services.reads import Reads
 
 LIMIT = 100
 CELL = {"padding": "3px 8px", "borderBottom": "1px solid #eee", "textAlign": "left"}
-CARD = {
-    "border": "1px solid #ddd",
-    "borderRadius": "6px",
-    "padding": "8px 12px",
-    "marginBottom": "12px",
-}
+TABLE_CELL = {"textAlign": "left", "fontFamily": "sans-serif", "fontSize": "13px", "padding": "4px"}
 
 
 def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
@@ -70,6 +66,7 @@ def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: i
             ),
             html.Div(id=ids.ALERTS_STATUS, style={"color": "#555", "margin": "8px 0"}),
             html.Div(id=ids.ALERTS_LIST),
+            alerts_table(ids.ALERTS_TABLE),
             dcc.Interval(id=ids.ALERTS_POLL, interval=poll_ms),
         ]
     )
@@ -90,54 +87,71 @@ def _seen(reads: Reads) -> list[str]:
     return sorted({r.project for r in reads.runs.list_runs(ReadScope.of(None), limit=10_000)})
 
 
-def card(incident: Incident, alerts: Sequence[Alert], cause: str | None, now: float) -> Any:
-    """One incident: its headline, acknowledgement, likely cause and alerts."""
-    colour = rows.SEVERITY_COLOURS.get(incident.severity, "#333")
-    return html.Div(
-        [
-            html.Div(
-                [
-                    html.Span(
-                        rows.headline(incident, now), style={"fontWeight": "bold", "color": colour}
-                    ),
-                    dcc.Link(
-                        "open incident",
-                        href=urls.incident_view(incident.id),
-                        style={"marginLeft": "12px"},
-                        className="incident-link",
-                    ),
-                ]
-            ),
-            html.Div(rows.ack_line(incident), style={"color": "#555"}),
-            html.Div(cause or rows.NO_CAUSE, style={"color": "#333", "fontStyle": "italic"}),
-            alerts_table(alerts, now),
-        ],
-        id={"type": ids.ALERTS_CARD, "index": incident.id},
-        style={**CARD, "borderLeft": f"6px solid {colour}"},
-    )
+TABLE_COLUMNS = [
+    ("incident", "incident", "markdown"),
+    ("ack", "acknowledged", "text"),
+    ("run", "run", "markdown"),
+    ("rule", "rule", "text"),
+    ("signal", "signal", "text"),
+    ("value", "value", "text"),
+    ("threshold", "threshold", "text"),
+    ("step", "step", "text"),
+    ("since", "since", "text"),
+    ("cause", "likely cause", "text"),
+]
+"""One table for every incident's alerts, each incident's rows together (its headline, its
+acknowledgement and its likely cause on its first row): a single component, so the page stays
+as fast with a hundred incidents as with one. Run and incident ids cannot hold markdown
+syntax (`server.domain.names.ID_PATTERN`), so their links are safe to write as markdown."""
 
 
-def alerts_table(alerts: Sequence[Alert], now: float) -> Any:
-    """The alerts of an incident, each run linked at the alert's step."""
-    header = html.Tr(
-        [html.Th("run", style=CELL), *[html.Th(name, style=CELL) for _, name in rows.ALERT_COLUMNS]]
-    )
-    body = []
-    for alert in alerts:
-        row = rows.alert_row(alert, now)
-        run = dcc.Link(alert.run_id, href=row["link"])
-        body.append(
-            html.Tr(
-                [
-                    html.Td(run, style=CELL),
-                    *[html.Td(row[key], style=CELL) for key, _ in rows.ALERT_COLUMNS],
-                ],
-                className="alert-row",
+def table_rows(
+    incidents: Sequence[Incident],
+    alerts: dict[str, list[Alert]],
+    causes: dict[str, str],
+    now: float,
+) -> list[dict[str, str]]:
+    """The table's rows, incident by incident in the order given, the first cause first."""
+    out = []
+    for incident in incidents:
+        for n, alert in enumerate(alerts.get(incident.id) or [incident.headline]):
+            row = rows.alert_row(alert, now)
+            first = n == 0
+            headline = rows.headline(incident, now)
+            out.append(
+                {
+                    "incident": f"[{headline}]({urls.incident_view(incident.id)})" if first else "",
+                    "ack": rows.ack_line(incident) if first else "",
+                    "run": f"[{alert.run_id}]({row['link']})",
+                    "cause": (causes.get(incident.id) or rows.NO_CAUSE) if first else "",
+                    "severity": alert.severity,
+                    **{
+                        k: row[k] for k in ("rule", "signal", "value", "threshold", "step", "since")
+                    },
+                }
             )
-        )
-    return html.Table(
-        [html.Thead(header), html.Tbody(body)],
-        style={"borderCollapse": "collapse", "fontSize": "13px"},
+    return out
+
+
+def alerts_table(table_id: str) -> Any:
+    return DataTable(
+        id=table_id,
+        columns=[
+            {"id": key, "name": name, "presentation": kind} for key, name, kind in TABLE_COLUMNS
+        ],
+        data=[],
+        page_size=50,
+        markdown_options={"link_target": "_self"},
+        style_cell={**TABLE_CELL, "whiteSpace": "normal", "maxWidth": "360px"},
+        style_header={"fontWeight": "bold"},
+        style_data_conditional=[
+            {
+                "if": {"filter_query": f'{{severity}} = "{name}"', "column_id": "rule"},
+                "color": colour,
+                "fontWeight": "bold",
+            }
+            for name, colour in rows.SEVERITY_COLOURS.items()
+        ],
     )
 
 
@@ -150,8 +164,8 @@ def incident_cards(
     state: IncidentState | None,
     label: str | None,
     now: float,
-) -> tuple[list[Any], str]:
-    """The cards, and the status line (how many, and when), or the empty state."""
+) -> tuple[list[dict[str, str]], Any, str]:
+    """The table's rows, the empty state (None when there are rows), the status line."""
     projects = list(scope.projects) if scope.projects is not None else None
     found = reads.incidents.listed(
         projects=projects,
@@ -165,16 +179,18 @@ def incident_cards(
     stamp = time.strftime("%H:%M:%S", time.gmtime(now))
     if not found:
         filtered = any((project, severity, state, label))
-        return [html.P(rows.empty_note(filtered), id=ids.ALERTS_EMPTY)], f"updated {stamp} UTC"
+        note = html.P(rows.empty_note(filtered), id=ids.ALERTS_EMPTY)
+        return [], note, f"updated {stamp} UTC"
     alerts = reads.incidents.alerts([i.id for i in found], projects=projects)
     causes = reads.incidents.causes(found)
-    cards = [card(i, alerts.get(i.id, [i.headline]), causes.get(i.id), now) for i in found]
     firing = sum(1 for i in found if i.state == "firing")
-    return cards, f"{firing} firing, {len(found) - firing} ended · updated {stamp} UTC"
+    status = f"{firing} firing, {len(found) - firing} ended · updated {stamp} UTC"
+    return table_rows(found, alerts, causes, now), None, status
 
 
 def register(app: Any, reads: Reads, reader: Reader) -> None:
     @app.callback(
+        Output(ids.ALERTS_TABLE, "data"),
         Output(ids.ALERTS_LIST, "children"),
         Output(ids.ALERTS_STATUS, "children"),
         Input(ids.ALERTS_PROJECT, "value"),
@@ -189,13 +205,13 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         state: str | None,
         label: str | None,
         _poll: int | None,
-    ) -> tuple[list[Any], str]:
+    ) -> tuple[list[dict[str, str]], Any, str]:
         text = (label or "").strip() or None
         if text is not None:
             try:
                 LabelFilter.parse(text)
             except ValueError as exc:
-                return [], f"label filter: {exc}"
+                return [], None, f"label filter: {exc}"
         return incident_cards(
             reads,
             reader(),

@@ -12,6 +12,7 @@ holds no rule of its own about who may do what: a read-only person is shown the 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from dash import ALL, Input, Output, State, dcc, html
@@ -19,8 +20,9 @@ from dash import ALL, Input, Output, State, dcc, html
 from dashboard import ids
 from dashboard.access import Reader
 from dashboard.pages import alert_rows as rows
-from dashboard.pages.alerts import CELL, alerts_table
+from dashboard.pages.alerts import CELL
 from server.domain import urls
+from server.domain.alarms import Alert
 from server.domain.incidents import Timeline
 from server.domain.reads.scope import ReadScope
 from server.errors import NotFound
@@ -135,6 +137,21 @@ def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: i
             dcc.Interval(id=ids.ALERTS_POLL, interval=poll_ms),
         ]
     )
+
+
+def alerts_table(alerts: Sequence[Alert], now: float) -> Any:
+    """An incident's alerts, each run linked at the alert's step."""
+    header = html.Tr(
+        [html.Th("run", style=CELL), *[html.Th(n, style=CELL) for _, n in rows.ALERT_COLUMNS]]
+    )
+    body = []
+    for alert in alerts:
+        row = rows.alert_row(alert, now)
+        cells = [html.Td(row[key], style=CELL) for key, _ in rows.ALERT_COLUMNS]
+        run = html.Td(dcc.Link(alert.run_id, href=row["link"]), style=CELL)
+        body.append(html.Tr([run, *cells], className="alert-row"))
+    style = {"borderCollapse": "collapse", "fontSize": "13px"}
+    return html.Table([html.Thead(header), html.Tbody(body)], style=style)
 
 
 def _projects(scope: ReadScope) -> list[str] | None:

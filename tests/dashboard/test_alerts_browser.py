@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 DOCS = ROOT / "docs" / "screenshots"
 REFRESH_S = 1.0
+TABLE = f"#{ids.ALERTS_TABLE}"
 
 
 def docs_shot(page: Any, name: str) -> None:
@@ -97,19 +98,19 @@ def test_on_call_in_the_browser(db_url: str, server_factory: Any, browser: Any) 
         # A spike: on the page within one refresh, without a reload.
         _send(server, _steps(range(40, 44), k3_kl=0.2))
         seen = time.monotonic()
-        card = wait_for(lambda: _text(page, ".alert-row", "vllm-kl spike"), 30, interval=0.1)
+        card = wait_for(lambda: _text(page, TABLE, "vllm-kl spike"), 30, interval=0.1)
         assert time.monotonic() - seen <= REFRESH_S + 5.0
         assert "vllm-kl (k3) (k3_kl): KL(rollout ‖ trainer) per token" in card
         assert "0.2" in card  # the value, in k3's own units
-        listed = str(page.inner_text(f"#{ids.ALERTS_LIST}"))
+        listed = str(page.inner_text(TABLE))
         assert "WARNING · firing · run inc (project p)" in listed
-        link = page.locator(".alert-row a").first.get_attribute("href")
+        link = page.locator(f"{TABLE} td[data-dash-column=run] a").first.get_attribute("href")
         assert link is not None and link.startswith("/run?run=inc&project=p&step_min=")
         assert wait_for(lambda: len(receiver.delivered()) == 1, 30)
         docs_shot(page, "alerts")
 
         # Acknowledged in the browser: the precursor's escalation never reaches the receiver.
-        page.click(".incident-link")
+        page.click(f"{TABLE} td[data-dash-column=incident] a")
         page.wait_for_selector(f"#{ids.INC_ACK}")
         page.fill(f"#{ids.INC_ACK_COMMENT}", "looking at the engine")
         page.click(f"#{ids.INC_ACK}")
@@ -147,8 +148,8 @@ def test_on_call_in_the_browser(db_url: str, server_factory: Any, browser: Any) 
         reader = _signed_in(browser, server.url, tokens["read"])
         page = reader.new_page()
         page.goto(server.url + urls.ALERTS + "?state=resolved")
-        wait_for(lambda: _text(page, f"#{ids.ALERTS_LIST}", "run inc"), 30)
-        page.click(".incident-link")
+        wait_for(lambda: _text(page, TABLE, "run inc"), 30)
+        page.click(f"{TABLE} td[data-dash-column=incident] a")
         page.wait_for_selector(f"#{ids.INC_SILENCE_RULE}")
         page.click(f"#{ids.INC_SILENCE_RULE}")
         refused = wait_for(lambda: _text(page, f"#{ids.INC_RESULT}", "Refused (403)"), 30)
