@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from dashboard import ids
 from server.domain import urls
 from server.domain.alarms import SEVERITIES, Alert
 from server.storage import alarm_alerts
@@ -93,7 +94,11 @@ def browser_times(url: str, incident: str, chromium: str, flags: list[str]) -> d
         browser = p.chromium.launch(executable_path=chromium, args=flags)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         for key, path, selector in (
-            ("alerts_page_browser_ms", urls.ALERTS, ".alert-row"),
+            (
+                "alerts_page_browser_ms",
+                urls.ALERTS,
+                f"#{ids.ALERTS_TABLE} td[data-dash-column=rule]",
+            ),
             ("incident_view_browser_ms", urls.incident_view(incident), ".timeline-row"),
         ):
             page.goto(url + path)

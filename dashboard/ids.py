@@ -144,6 +144,7 @@ INC_LABEL = "incident-label"
 INC_SILENCE_END = "incident-silence-end"  # pattern-matching type: {"type": …, "index": silence}
 INC_RESULT = "incident-result"
 INC_DONE = "incident-done"
+INC_POLL = "incident-poll"
 
 # Run page: its alerts under the charts
 RUN_ALERT_LIST = "run-alert-list"

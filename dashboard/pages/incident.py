@@ -134,7 +134,7 @@ def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: i
             html.Div(id=ids.INC_SILENCES, children=_silences(timeline, time.time())),
             html.H4("Timeline"),
             html.Div(id=ids.INC_TIMELINE, children=_timeline(timeline)),
-            dcc.Interval(id=ids.ALERTS_POLL, interval=poll_ms),
+            dcc.Interval(id=ids.INC_POLL, interval=poll_ms),
         ]
     )
 
@@ -270,7 +270,7 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         Output(ids.INC_SILENCES, "children"),
         Output(ids.INC_TIMELINE, "children"),
         Input(ids.INC_DONE, "data"),
-        Input(ids.ALERTS_POLL, "n_intervals"),
+        Input(ids.INC_POLL, "n_intervals"),
         State(ids.INC_CONTEXT, "data"),
         prevent_initial_call=True,
     )
