@@ -170,6 +170,7 @@ def test_k3_rules_of_default_pack_include_precursor_only_k3_watchers() -> None:
         "vllm-kl high",
         "vllm-kl high (sampler-only setting)",
         "collapse precursor",
+        "vllm-kl far beyond",
     }
 
 
@@ -273,6 +274,8 @@ def test_mismatch_rules_of_default_pack_are_the_signal_rules() -> None:
         "collapse precursor",
         "vllm-kl high (sampler-only setting)",
         "ratio drift (sampler-only setting)",
+        "vllm-kl far beyond",
+        "ratio drift far beyond",
     }
 
 
