@@ -1,7 +1,7 @@
 """Alarm quality: false alarms on healthy runs, detection and lead time on runs that collapse,
 and how soon runs mismatched from their first step are alerted — in every framework's names.
 
-    python benchmarks/alarm_quality.py [--json] [--seeds 100,101 | --seed N]
+    python benchmarks/alarm_quality.py [--json] [--seeds 100,101 | --seed N | --fresh N]
         [--scale small|full] [--renderings ours,trl,...] [--pack FILE]
 
 A seeded corpus (`benchmarks/alarm_corpus.py`) of healthy runs, runs whose vllm-kl rises before
@@ -44,8 +44,11 @@ median lead ≥ 10 steps, every mismatched run alerted by its 10th step.
 
 The default seeds (`REPORT_SEEDS`) are held out from `TUNING_SEEDS`, the seeds the default
 pack's numbers were chosen and checked on (the README's figures); the output says whether the
-seeds run include any of them. `--scale full` holds ≥ 200,000 healthy steps, 50 collapse runs
-and 40 runs per mismatch scenario per seed; `small` is for tests. The last line printed is one
+seeds run include any of them. Seeds consulted at every tuning step stop being held out, so
+`--fresh N` draws N seeds nobody looked at before (above `FRESH_FLOOR`) for this report alone
+and prints them, so a result can be replayed with `--seeds`. `--scale full` holds ≥ 200,000
+healthy steps, 50 collapse runs and 40 runs per mismatch scenario per seed; `small` is for
+tests. The last line printed is one
 JSON object.
 """
 
@@ -55,10 +58,11 @@ import argparse
 import json
 import logging
 import math
+import secrets
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -586,12 +590,36 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
+FRESH_FLOOR = 1000  # fresh seeds are drawn above every seed a report or a tuning step named
+
+
+def fresh_seeds(count: int, draw: Callable[[int], int] | None = None) -> list[int]:
+    """`count` distinct seeds nobody looked at before this report: drawn at random above
+    `FRESH_FLOOR`, so never a tuning seed nor a report seed; the report prints them."""
+    if count < 1:
+        raise ValueError("--fresh needs at least one seed")
+    pick = draw or (lambda n: FRESH_FLOOR + secrets.randbelow(n))
+    out: list[int] = []
+    while len(out) < count:
+        seed = pick(1_000_000)
+        if seed >= FRESH_FLOOR and seed not in out:
+            out.append(seed)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=_seeds, help="corpus seeds, '100,101' or '100-102'")
     seeds.add_argument("--seed", type=int, help="one corpus seed")
+    seeds.add_argument(
+        "--fresh",
+        type=int,
+        metavar="N",
+        help="N seeds drawn anew for this report, never a tuning or report seed (printed, so "
+        "the report can be replayed with --seeds)",
+    )
     parser.add_argument("--scale", choices=tuple(SCALES), default="full")
     parser.add_argument(
         "--renderings", type=lambda s: s.split(","), default=list(FRAMEWORKS),
@@ -603,6 +631,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown rendering {', '.join(unknown)}; choose from {', '.join(FRAMEWORKS)}")
     chosen = args.seeds or ([args.seed] if args.seed is not None else list(REPORT_SEEDS))
+    if args.fresh is not None:
+        chosen = fresh_seeds(args.fresh)
     logging.basicConfig(level=logging.ERROR)  # one log line per alert would drown the report
     say = (lambda *a: None) if args.json else print
     pack = json.loads(args.pack.read_text()) if args.pack else default_pack()
@@ -617,13 +647,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         "pass": all(f["pass"] for f in [*renderings.values(), *ended.values()]),
         "seeds": chosen,
         "held_out": held_out,
+        "fresh": args.fresh is not None,
         "tuning_seeds": list(TUNING_SEEDS),
         "scale": args.scale,
         "pack": "default" if args.pack is None else args.pack.name,
         "elapsed_s": round(time.perf_counter() - started, 1),
         "machine": machine(),
     }
-    say(f"seeds {chosen} ({'held out' if held_out else 'INCLUDING tuning seeds'}), "
+    kind = "fresh, drawn for this report" if args.fresh is not None else "held out"
+    say(f"seeds {chosen} ({kind if held_out else 'INCLUDING tuning seeds'}), "
         f"scale {args.scale}, {figures['elapsed_s']} s")  # fmt: skip
     for line in table(renderings):
         say(line)

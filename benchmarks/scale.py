@@ -1,7 +1,7 @@
 """What reads cost as history grows: the same requests against databases of 16 and 256 runs.
 
     python benchmarks/scale.py [--json] [--runs 16,256] [--steps 10000] [--db postgresql://…]
-                               [--cache DIR]
+                               [--cache DIR] [--alerts 10000]
 
 Each database holds N runs × `--steps` steps × 40 metrics, written interleaved as concurrent
 runs would write them (64-step batches, every run in turn) through the storage layer's own
@@ -13,6 +13,9 @@ HTTP (medians of 7 calls after a warm-up):
 - hardware: k3_kl per GPU type over the whole project;
 - run page: what the run page reads (the run, its metrics, every panel's series in one call);
 - landing page: headless Chromium from navigation to the first row of the runs table;
+- on call (`--alerts N`, 10,000 by default): N alerts as incidents over the runs, then the
+  incidents list and one incident over HTTP, and the alerts page and an incident view in
+  Chromium from navigation to their first row (`benchmarks/scale_alerts.py`);
 - ingest with a dashboard open vs idle: 4 clients posting new steps for 25 s, with and without
   Chromium showing the runs page and the run page of a run being written (alternated, medians).
 The last line printed is one JSON object; `*_16` against `*_256` is the ratio that matters.
@@ -41,6 +44,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import scale_alerts  # noqa: E402
 from benchmarks.common import machine, start_server  # noqa: E402
 from server.domain.metrics import HEADLINE, PANELS  # noqa: E402
 from server.domain.records import BatchWrite, Record, RunUpsert  # noqa: E402
@@ -250,11 +254,21 @@ def measure(
     last: bool,
     say: Callable[[str], None],
     cache: Path | None = None,
+    alerts: int = 10_000,
 ) -> dict[str, float]:
     build_s = prepare(db_url, runs, steps, say, cache)
+    incident = None
+    if alerts:
+        runs_ids = [run_id(i) for i in range(runs)]
+        incident = scale_alerts.seed_alerts(db_url, PROJECT, runs_ids, alerts)
     proc, url = start_server(db_url, dashboard=True)
     try:
         out = {f"{k}_{runs}": round(v, 1) for k, v in http_times(url, runs).items()}
+        if incident is not None:
+            on_call = scale_alerts.http_times(url, incident, timed)
+            on_call |= scale_alerts.browser_times(url, incident, CHROMIUM, FLAGS)
+            out |= {f"{k}_{runs}": round(v, 1) for k, v in on_call.items()}
+            out[f"alerts_{runs}"] = alerts
         out[f"build_s_{runs}"] = round(build_s, 1)
         if last:
             out[f"landing_browser_ms_{runs}"] = round(landing_ms(url), 1)
@@ -331,6 +345,9 @@ def main() -> None:
         help="keep the built databases (DuckDB: files in this folder; PostgreSQL: databases "
         "named after it, their build times in it) and measure copies of them",
     )
+    parser.add_argument(
+        "--alerts", type=int, default=10_000, help="alerts written as incidents (0: none)"
+    )
     args = parser.parse_args()
     sizes = [int(n) for n in args.runs.split(",")]
 
@@ -345,7 +362,7 @@ def main() -> None:
                 str(Path(tmp) / f"scale-{runs}.duckdb") if not args.db else _pg_db(args.db, runs)
             )
             last = n == len(sizes) - 1
-            results |= measure(db_url, runs, args.steps, last, say, args.cache)
+            results |= measure(db_url, runs, args.steps, last, say, args.cache, args.alerts)
             print(f"after {runs} runs: {json.dumps(results)}", file=sys.stderr, flush=True)
     small, large = sizes[0], sizes[-1]
     for key in ("runs_list_ms", "series_ms"):

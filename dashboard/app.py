@@ -11,7 +11,18 @@ from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
 from dashboard.access import Badge, Reader, reader_badge, reader_scope
-from dashboard.pages import activity, buckets, compare, hardware, parity, run, runs
+from dashboard.pages import (
+    activity,
+    alerts,
+    buckets,
+    compare,
+    hardware,
+    incident,
+    parity,
+    rules,
+    run,
+    runs,
+)
 from dashboard.urlstate import parse
 from server.domain import urls
 from server.services.reads import Reads
@@ -24,6 +35,9 @@ PAGES = {
     urls.HARDWARE: hardware,
     urls.PARITY: parity,
     urls.ACTIVITY: activity,
+    urls.ALERTS: alerts,
+    urls.INCIDENT: incident,
+    urls.RULES: rules,
 }
 
 
@@ -44,6 +58,8 @@ def _layout(badge: Callable[[], Badge | None]) -> Any:
                         dcc.Link(label, href=path, style={"marginRight": "16px"})
                         for label, path in (
                             ("Runs", urls.RUNS),
+                            ("Alerts", urls.ALERTS),
+                            ("Rules", urls.RULES),
                             ("Compare", urls.COMPARE),
                             ("Buckets", urls.BUCKETS),
                             ("Hardware", urls.HARDWARE),

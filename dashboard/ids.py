@@ -119,3 +119,50 @@ ACT_KIND = "activity-kind"
 ACT_LAST = "activity-last"
 ACT_RECENT = "activity-recent"
 ACT_POLL = "activity-poll"
+
+# Alerts page
+ALERTS_PROJECT = "alerts-project"
+ALERTS_SEVERITY = "alerts-severity"
+ALERTS_STATE = "alerts-state"
+ALERTS_LABEL = "alerts-label"
+ALERTS_STATUS = "alerts-status"
+ALERTS_LIST = "alerts-list"  # the empty state, when nothing is listed
+ALERTS_TABLE = "alerts-table"
+ALERTS_EMPTY = "alerts-empty"
+ALERTS_POLL = "alerts-poll"
+
+# Incident page
+INC_HEADER = "incident-header"
+INC_CONTEXT = "incident-context"
+INC_ALERTS = "incident-alerts"
+INC_TIMELINE = "incident-timeline"
+INC_SILENCES = "incident-silences"
+INC_ACK = "incident-ack"
+INC_ACK_COMMENT = "incident-ack-comment"
+INC_DURATION = "incident-duration"
+INC_SILENCE_RUN = "incident-silence-run"
+INC_SILENCE_RULE = "incident-silence-rule"
+INC_SILENCE_LABEL = "incident-silence-label"
+INC_LABEL = "incident-label"
+INC_SILENCE_END = "incident-silence-end"  # pattern-matching type: {"type": …, "index": silence}
+INC_RESULT = "incident-result"
+INC_DONE = "incident-done"
+INC_POLL = "incident-poll"
+
+# Run page: its alerts under the charts
+RUN_ALERT_LIST = "run-alert-list"
+
+# Rules page
+RULES_PROJECT = "rules-project"
+RULES_TABLE = "rules-table"
+RULES_REASON = "rules-reason"
+RULES_SELECTED = "rules-selected"  # the chosen rule: {"id", "enabled"}
+RULES_PARAMS = "rules-params"
+RULES_RUN = "rules-run"
+RULES_PREVIEW = "rules-preview"
+RULES_PREVIEW_GRAPH = "rules-preview-graph"
+RULES_PREVIEW_NOTE = "rules-preview-note"
+RULES_SAVE = "rules-save"
+RULES_TOGGLE = "rules-toggle"
+RULES_RESULT = "rules-result"
+RULES_DONE = "rules-done"

@@ -35,6 +35,7 @@ from server.api.routes import (
     exports,
     health,
     identity,
+    incidents,
     ingest,
     local_access,
     maintenance,
@@ -156,8 +157,8 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     app.state.services = services
     errors.install(app)
     docs.install(app)
-    api = (health, ingest, runs, exports, attribution, projects, tokens, alarms, maintenance)
-    for module in (*api, identity, personal_tokens, session, local_access, oidc):
+    api = (health, ingest, runs, exports, attribution, projects, tokens, alarms, incidents)
+    for module in (*api, maintenance, identity, personal_tokens, session, local_access, oidc):
         app.include_router(module.router)
     _document_ingest_body(app)
 

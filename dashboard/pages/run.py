@@ -28,16 +28,22 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.access import Reader
-from dashboard.pages import run_attribution, run_data, run_exemplars, run_export, run_lines
+from dashboard.pages import (
+    run_alerts,
+    run_attribution,
+    run_data,
+    run_exemplars,
+    run_export,
+    run_lines,
+)
 from dashboard.urlstate import as_float, as_int, as_list, encode
 from server.domain import urls
 from server.domain.metrics import MISMATCH_PANEL
 from server.domain.reads.run_view import RunView
-from server.domain.reads.runs import RunDetail
 from server.domain.reads.scope import ReadScope
 from server.errors import Conflict, NotFound
 from server.figures.empty import no_signal_figure
-from server.figures.points import Note, points
+from server.figures.points import points
 from server.figures.series import series_figure
 from server.services.reads import Reads
 
@@ -97,6 +103,7 @@ def layout(
                 disabled=detail.status not in ("live", "idle"),
             ),
             html.Div(id=ids.RUN_PANELS),
+            run_alerts.section(reads, scope, run_id),
             run_attribution.section(
                 reads, scope, run_id, step_min=view.step_min, step_max=view.step_max
             ),
@@ -109,24 +116,9 @@ def layout(
                 step_max=view.step_max,
             ),
             html.H4("Annotations"),
-            html.Ul(
-                [
-                    html.Li(f"step {_or_dash(n.step)} · {n.kind} · {n.text}")
-                    for n in _notes(detail)[-50:]
-                ],
-                id=ids.RUN_ANNOTATIONS,
-            ),
+            html.Ul([html.Li(line) for line in run_lines.notes(detail)], id=ids.RUN_ANNOTATIONS),
         ]
     )
-
-
-def _or_dash(value: int | None) -> int | str:
-    return "—" if value is None else value
-
-
-def _notes(detail: RunDetail) -> list[Note]:
-    """The run's annotations and its GPU changes, in step order (unstepped ones first)."""
-    return run_data.notes(detail.annotations, detail.gpu_segments)
 
 
 def _choose_project(run_id: str, error: Conflict) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dashboard.pages import run_data
 from dashboard.pages.runs_data import status_cell
 from server.domain.metrics import METRIC_MAP_KEY
 from server.domain.reads.runs import JsonObject, RunDetail
@@ -44,3 +45,11 @@ def sampler_only_line(labels: Mapping[str, str]) -> str | None:
         f"sampler-only setting: {settings} — applied by the rollout's sampler and not by the "
         "trainer, a mismatch from the first step (alarms watch this run at tighter levels)"
     )
+
+
+def notes(detail: RunDetail, last: int = 50) -> list[str]:
+    """The run's last annotations and GPU changes as lines, in step order (unstepped first)."""
+    return [
+        f"step {'—' if n.step is None else n.step} · {n.kind} · {n.text}"
+        for n in run_data.notes(detail.annotations, detail.gpu_segments)[-last:]
+    ]

@@ -14,6 +14,13 @@
 | non-finite | nonfinite | canonical metrics | NaN or ±Inf |
 | stalled | stalled | any step | no new step for 300 s while the run was live |
 | collapse precursor | precursor (log) | vllm-kl signal then grad_norm/entropy | 2 steps of a vllm-kl spike followed within 30 steps by a grad_norm or entropy spike (critical) |
+| vllm-kl far beyond | threshold | vllm-kl signal | above 0.2 (eight times vllm-kl high's 0.025) for 8 consecutive steps (critical) |
+| ratio drift far beyond | threshold | \\|ratio signal\\| | above 500 (×1e-4, ten times ratio drift's 50) for 8 steps (critical) |
+
+**Severity follows magnitude and duration.** The warning rules say a run left healthy ground;
+the two "far beyond" rules (the pack `severity`, so projects made before it receive it once)
+say it is far off that ground and has stayed there: their alert joins the run's open incident as
+a follow-up that raises it to critical, which is an escalation its receivers are told of.
 
 **Every trainer's signal.** The vllm-kl rules read the family `signals.VLLM_KL` and ratio drift
 reads `signals.RATIO`: each series through the strongest member it logs — k3 where a trainer
@@ -112,6 +119,23 @@ PRECURSOR_WHY = """Critical: it must never fire on a healthy run. Both its detec
 space (grad_norm's noise is multiplicative too); the k3 trigger needs two breaching steps in a
 row like the spike rule, since a benign blip followed by an ordinary grad_norm or entropy wiggle
 was its one false alarm on the corpus."""
+
+FAR_K3_WHY = """Critical: the run is burning compute, not drifting. 0.2 is eight times the ceiling
+vllm-kl high warns at (0.025) and twenty times the highest k3 a healthy run of the corpus or the
+field logs (1e-2); a healthy run there with the corpus's widest noise (σ 0.8 in log space) passes
+0.2 on one step in 10,000, and 8 in a row never in the corpus nor by the arithmetic (1e-32).
+Eight steps, because a collapse's last steps also pass 0.2 and the precursor already speaks for
+those: what this rule adds is a run that sits there from its first steps, like the public TRL
+run with a repetition penalty (mean |logp diff| 0.26, so 0.27 on the k3 scale; its importance
+ratio at 0.03), which it makes critical at its 8th logged step."""
+
+FAR_RATIO_WHY = """Critical: a token-level mean importance ratio 5% away from 1 (500 ×1e-4, ten
+times ratio drift's 50) means one policy's probabilities are off by that much on average: raw
+logprobs or a sampler-only setting at a strength no run learns through. A healthy token mean
+stays within a few ×1e-4 of 1; the noisiest healthy renderings of the corpus (verl's and
+ms-swift's truncated weight means) reach 270 on their single worst step, and 8 steps in a row
+above 500 never. TRL's per-sequence ratio is scaled down first (`signals.SEQ_RATIO_NOISE`) and
+cannot reach 500, so its runs escalate through vllm-kl far beyond instead."""
 
 PACK: list[dict[str, Any]] = [
     {
@@ -249,6 +273,25 @@ SAMPLER_PACK: list[dict[str, Any]] = [
 """Rules for runs labelled with a sampler-only setting: a pack of its own, so projects that
 received the default pack before it existed receive this one once too."""
 
+SEVERITY_PACK: list[dict[str, Any]] = [
+    {
+        "name": "vllm-kl far beyond",
+        "kind": "threshold",
+        "metric": signals.VLLM_KL,
+        "severity": "critical",
+        "params": {"threshold": 0.2, "direction": "above", "for_steps": 8},
+    },
+    {
+        "name": "ratio drift far beyond",
+        "kind": "threshold",
+        "metric": signals.RATIO,
+        "severity": "critical",
+        "params": {"threshold": 500.0, "abs": True, "direction": "above", "for_steps": 8},
+    },
+]
+"""Critical levels far beyond the warning ceilings, held: an incident's severity follows how bad
+it is. A pack of its own, so projects made before it receive it once too."""
+
 WHY: dict[str, str] = {
     "vllm-kl spike": SPIKE_WHY,
     "vllm-kl rise": RISE_WHY,
@@ -258,6 +301,8 @@ WHY: dict[str, str] = {
     "collapse precursor": PRECURSOR_WHY,
     "vllm-kl high (sampler-only setting)": SAMPLER_HIGH_WHY,
     "ratio drift (sampler-only setting)": SAMPLER_RATIO_WHY,
+    "vllm-kl far beyond": FAR_K3_WHY,
+    "ratio drift far beyond": FAR_RATIO_WHY,
 }
 """Why a tuned rule has the numbers it has, by rule name (the others keep their first values,
 which the corpus found quiet: entropy collapse, non-finite, stalled)."""
@@ -270,6 +315,7 @@ PACK_NAME = "default"
 PACKS: dict[str, list[dict[str, Any]]] = {
     PACK_NAME: PACK,
     "sampler-only": SAMPLER_PACK,
+    "severity": SEVERITY_PACK,
     # how corrections fare, and exact-parity runs: server/alarms/correction_pack.py
     **correction_pack.PACKS,
 }

@@ -33,10 +33,13 @@ from server.alarms.messages import Messages
 from server.alarms.streams import Progress
 from server.alarms.turns import Turn
 from server.domain.alarms import Alert, Fired, Receiver, Rule, Silence
-from server.storage import alarm_alerts, alarm_outbox
+from server.storage import alarm_alerts, alarm_incidents, alarm_outbox
 from server.storage.db import Database
 
 log = logging.getLogger("mismatch_monitor.alarms")
+
+QUIET = ("followup", "repeat")
+"""Notices an acknowledged incident no longer sends."""
 
 
 class Recorder:
@@ -55,10 +58,19 @@ class Recorder:
         with self._lock:
             self._silences = list(silences)
 
-    def record(self, progress: Progress, now: float, turn: Turn | None = None) -> int:
+    def record(
+        self,
+        progress: Progress,
+        now: float,
+        turn: Turn | None = None,
+        *,
+        notify: bool = True,
+        opened: list[Alert] | None = None,
+    ) -> int:
         """Store what `progress` decided, with its outbox messages, in the turn's transaction if
         it has one (then they commit with the states that led to them); returns how many alerts
-        changed."""
+        changed. `notify` False (an import of past steps) records the alerts and incidents but
+        writes no messages; `opened`, when given, receives the alerts opened."""
         if not progress.fired and not progress.rewinds:
             return 0
         turn = turn or Turn(None)
@@ -73,7 +85,9 @@ class Recorder:
                         self._silenced,
                     )
                 )
-            self._store(changes, now, c, turn)
+            self._store(changes, now, c, turn, notify=notify)
+        if opened is not None:
+            opened.extend(changes.opened)
         for alert in changes.opened:
             log.warning(
                 "alert %s firing: %s on %s/%s = %s at step %s",
@@ -127,8 +141,12 @@ class Recorder:
             for s in silences
         )
 
-    def _store(self, changes: reconcile.Changes, now: float, c: Connection, turn: Turn) -> None:
-        """Group the opened alerts into incidents, decide the notices, write it all."""
+    def _store(
+        self, changes: reconcile.Changes, now: float, c: Connection, turn: Turn, *, notify: bool
+    ) -> None:
+        """Group the opened alerts into incidents, decide the notices, write it all. An
+        acknowledged incident's escalations and repeats are not told (its people know); that
+        it ended still is."""
         opened, ended, repeated = changes.opened, changes.ended, changes.repeated
         runs = sorted({(a.project, a.run_id) for a in [*opened, *ended, *repeated]})
         turn.hold_runs(c, runs)
@@ -142,7 +160,11 @@ class Recorder:
         again = [a for a in repeated if a.id not in changes.muted]
         touched = {a.incident_id or a.id for a in [*opened, *told, *again] if not a.silenced}
         stored = alarm_alerts.of_incidents(c, sorted(touched)) if touched else {}
-        notices = incidents.notices(opened, told, again, stored)
+        notices = incidents.notices(opened, told, again, stored) if notify else []
+        quiet = {n.incident_id for n in notices if n.kind in QUIET}
+        if quiet:
+            known = alarm_incidents.acknowledgements(c, sorted(quiet))
+            notices = [n for n in notices if not (n.kind in QUIET and n.incident_id in known)]
         messages, revisions = self.messages.outbox(notices, now)
         alarm_alerts.insert(c, opened)
         alarm_alerts.end(c, ended)

@@ -80,7 +80,10 @@ class AlarmService:
         with self.turns.streams(streams, keys) as turn:
             with self.evaluator.lock:
                 progress = self.streams.advance(work, now)
-            self._recorded(self.recorder.record(progress, now, turn))
+            opened: list[Alert] = []
+            changed = self.recorder.record(progress, now, turn, notify=result.notify, opened=opened)
+            result.alerts_opened += len(opened)
+            self._recorded(changed)
             if progress.rewinds:
                 # Stored steps older than a cursor look evaluated: a stream evaluated again is
                 # saved now, so that a crash cannot take its new states back behind them.

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from server.cli.common import MaybeUrlOpt
-from server.cli.importers import (
+from server.cli.import_options import (
     AsRunOpt,
     FrameworkOpt,
     FrameworkVersionOpt,
@@ -23,11 +23,12 @@ from server.cli.importers import (
     LabelOpt,
     MapOpt,
     NameOpt,
+    NotifyOpt,
     ProjectOpt,
-    imports,
 )
 from server.cli.importers import _run as run_import
 from server.cli.importers import _target as target_of
+from server.cli.importers import imports
 from server.importers import table as table_source
 from server.importers import trainer_state as trainer_state_source
 
@@ -53,13 +54,14 @@ def trainer_state(
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
+    notify: NotifyOpt = False,
     db: ImportDbOpt = None,
 ) -> None:
     """Import a Hugging Face Trainer's log history (TRL's trainers write it too): every
     step's logged values; the state's settings become the run's config."""
     run_import(
         lambda: [trainer_state_source.read(p) for p in paths],
-        target=target_of(ctx, db, url, token),
+        target=target_of(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,
@@ -93,12 +95,13 @@ def table(
     full: FullOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
+    notify: NotifyOpt = False,
     db: ImportDbOpt = None,
 ) -> None:
     """Import a plain table of per-step values: a row per step, a column per metric."""
     run_import(
         lambda: [table_source.read(f, step_column=step_column) for f in files],
-        target=target_of(ctx, db, url, token),
+        target=target_of(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,

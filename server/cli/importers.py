@@ -23,6 +23,20 @@ import typer
 from collectors._metric_map import parse as parse_map
 from server.cli.common import DEFAULT_DB, MaybeUrlOpt, fail
 from server.cli.import_check import check
+from server.cli.import_options import (
+    AsRunOpt,
+    FrameworkOpt,
+    FrameworkVersionOpt,
+    FullOpt,
+    GpuOpt,
+    ImportDbOpt,
+    ImportTokenOpt,
+    LabelOpt,
+    MapOpt,
+    NameOpt,
+    NotifyOpt,
+    ProjectOpt,
+)
 from server.identity import local_file
 from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
@@ -46,92 +60,21 @@ imports = typer.Typer(
     no_args_is_help=True,
 )
 
-ProjectOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Project the runs land in (default: the token's with --url, else default); "
-        "a project token can import into its own project only"
-    ),
-]
-FrameworkOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="The framework that logged the runs (verl, trl, nemo-rl, openrlhf, slime, "
-        "ms-swift, skyrl, areal, roll, prime-rl, rlinf), or auto to tell each run's from its "
-        "names: its metric names are mapped onto ours"
-    ),
-]
-FrameworkVersionOpt = Annotated[
-    str | None, typer.Option("--framework-version", help="Its version, kept with the run")
-]
-GpuOpt = Annotated[
-    str | None, typer.Option(help="The GPU the runs trained on, e.g. 'NVIDIA H100 80GB HBM3'")
-]
-LabelOpt = Annotated[
-    list[str] | None, typer.Option("--label", help="A label k=v for every run (repeatable)")
-]
-MapOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--map",
-        metavar="SOURCE=CANONICAL",
-        help="Store the source's metric SOURCE under the canonical name CANONICAL (METRICS.md), "
-        "e.g. training/vllm_kl=k1_kl; wins over --framework's mapping for SOURCE (repeatable)",
-    ),
-]
-AsRunOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--as-run",
-        help="Store the (single) run under this id instead of one derived from its source",
-    ),
-]
-NameOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--name",
-        help="The (single) run's name in the runs list (default: the --as-run id when given, "
-        "else the source's file or directory name)",
-    ),
-]
-ImportDbOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        envvar="MISMATCH_DB",
-        help=f"Write into this database instead (administrators; no server may hold a DuckDB "
-        f"file): DuckDB file path or SQLAlchemy URL (default: {DEFAULT_DB})",
-        show_default=False,
-    ),
-]
-ImportTokenOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--token",
-        envvar="MISMATCH_TOKEN",
-        help="A token of the project the runs land in, for --url (ingest scope suffices)",
-    ),
-]
-FullOpt = Annotated[
-    bool,
-    typer.Option(
-        "--full",
-        help="Send every step again, not only those from the run's last "
-        "stored step on (for a source that gained metrics at steps already imported)",
-    ),
-]
-
 
 @dataclass(frozen=True)
 class Target:
-    """Where the runs go: a running server (`url`, `token`) or, without one, database `db`."""
+    """Where the runs go: a running server (`url`, `token`) or, without one, database `db`;
+    `notify`: the server sends the alerts the steps raise."""
 
     db: str
     url: str | None = None
     token: str | None = None
+    notify: bool = False
 
 
-def _target(ctx: typer.Context, db: str | None, url: str | None, token: str | None) -> Target:
+def _target(
+    ctx: typer.Context, db: str | None, url: str | None, token: str | None, notify: bool = False
+) -> Target:
     """`--url` or `--db`, never both. Given on the command line, either wins over the other
     from the environment (MISMATCH_URL, MISMATCH_DB); both from the same place is an error."""
     if url and db:
@@ -146,7 +89,7 @@ def _target(ctx: typer.Context, db: str | None, url: str | None, token: str | No
         else:
             db = None
     if url:
-        return Target(DEFAULT_DB, url.strip(), token)
+        return Target(DEFAULT_DB, url.strip(), token, notify)
     token_from = ctx.get_parameter_source("token")
     if token and token_from is not None and token_from.name == "COMMANDLINE":
         fail("--token goes with --url: a direct --db import needs no token")
@@ -227,7 +170,7 @@ def _store(plans: list[RunPlan], into: Writer | Sender, full: bool) -> None:
 def _send(plans: list[RunPlan], target: Target, full: bool) -> Summary:
     """Through a running server's ingest API, with the token's rights."""
     assert target.url is not None
-    sender = Sender.open(target.url, target.token)
+    sender = Sender.open(target.url, target.token, notify=target.notify)
     try:
         _store(plans, sender, full)
     except ImportFailed as exc:
@@ -279,6 +222,7 @@ def tensorboard(
     as_run: AsRunOpt = None,
     name: NameOpt = None,
     full: FullOpt = False,
+    notify: NotifyOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
     db: ImportDbOpt = None,
@@ -287,7 +231,7 @@ def tensorboard(
     hparams (add_hparams) become the run's config."""
     _run(
         lambda: tensorboard_source.read(dirs),
-        target=_target(ctx, db, url, token),
+        target=_target(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,
@@ -319,6 +263,7 @@ def mlflow(
     as_run: AsRunOpt = None,
     name: NameOpt = None,
     full: FullOpt = False,
+    notify: NotifyOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
     db: ImportDbOpt = None,
@@ -326,7 +271,7 @@ def mlflow(
     """Import MLflow runs: every metric's full history; params become the run's config."""
     _run(
         lambda: mlflow_source.read(tracking_uri, experiment=experiment, run_id=run_id),
-        target=_target(ctx, db, url, token),
+        target=_target(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,
@@ -360,6 +305,7 @@ def wandb(
     as_run: AsRunOpt = None,
     name: NameOpt = None,
     full: FullOpt = False,
+    notify: NotifyOpt = False,
     url: MaybeUrlOpt = None,
     token: ImportTokenOpt = None,
     db: ImportDbOpt = None,
@@ -373,7 +319,7 @@ def wandb(
 
     _run(
         read,
-        target=_target(ctx, db, url, token),
+        target=_target(ctx, db, url, token, notify),
         project=project,
         framework=framework,
         framework_version=framework_version,

@@ -152,3 +152,5 @@ class WriteResult:
     values: int = 0
     stored: list[StoredRecord] = field(default_factory=list)
     new_projects: list[str] = field(default_factory=list)
+    notify: bool = True  # whether alerts this batch opens are sent (False: an import's past)
+    alerts_opened: int = 0  # filled in by the alarm listener

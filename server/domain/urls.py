@@ -14,6 +14,9 @@ BUCKETS = "/buckets"
 HARDWARE = "/hardware"
 PARITY = "/parity"
 ACTIVITY = "/activity"
+ALERTS = "/alerts"
+INCIDENT = "/incident"
+RULES = "/rules"
 
 
 def query_string(state: Mapping[str, object]) -> str:
@@ -88,3 +91,8 @@ def hardware_view(
         "metric": metric,
     }
     return HARDWARE + query_string(state)
+
+
+def incident_view(incident_id: str) -> str:
+    """The incident page: its alerts, timeline and actions."""
+    return INCIDENT + query_string({"id": incident_id})

@@ -141,6 +141,8 @@ class Summary:
     kept: set[str] = field(default_factory=set)
     skipped: dict[str, str] = field(default_factory=dict)
     steps_out_of_range: int = 0
+    alerts: int = 0  # alerts the server's rules raised on the imported steps
+    notify: bool | None = None  # whether they were sent; None: no server evaluated them
 
     def lines(self) -> list[str]:
         out = [
@@ -153,6 +155,13 @@ class Summary:
         out += [f"  skipped {name}: {why}" for name, why in sorted(self.skipped.items())]
         if self.steps_out_of_range:
             out.append(f"steps left out (not in 0..2^53): {self.steps_out_of_range:,}")
+        if self.notify is True:
+            out.append(f"alerts: {self.alerts:,} recorded and sent to the project's receivers")
+        elif self.notify is False:
+            out.append(
+                f"alerts: {self.alerts:,} recorded, none sent (an import of past steps pages "
+                "nobody; --notify sends them)"
+            )
         return out
 
 
@@ -243,11 +252,6 @@ def run_id_for(kind: Kind, key: str) -> str:
     return f"{prefix}-{tail}-{digest}"
 
 
-AUTO = "auto"
-"""The framework name that asks the importer to recognise a run's framework from its metric
-names (`server.importers.hints.detect_framework`), run by run."""
-
-
 def check_framework(framework: str | None) -> str | None:
     """The adapters' own spelling of a framework name (or `AUTO`); ImportFailed for one they do
     not know."""
@@ -261,25 +265,10 @@ def check_framework(framework: str | None) -> str | None:
     return wanted
 
 
-def _resolve_framework(source: SourceRun, framework: str | None) -> tuple[str | None, str]:
-    """The framework a run's names go through, and for `auto` a note of what was decided."""
-    if framework != AUTO:
-        return framework, ""
-    names = {name for values in source.steps.values() for name in values}
-    found, tied = hints.detect_framework(names)
-    if found is not None:
-        return found, f"framework {found} (told from its names)"
-    if tied:
-        return None, (
-            f"framework not told apart ({' or '.join(tied)} know the same names): names kept "
-            "as they are; pass --framework"
-        )
-    return None, "no framework's names found: names kept as they are"
-
-
 def plan_run(source: SourceRun, options: Options) -> RunPlan:
     """Map one source run's names and lay out what ingest should store (see the module)."""
-    framework, note = _resolve_framework(source, check_framework(options.framework))
+    logged = {name for values in source.steps.values() for name in values}
+    framework, note = hints.resolve_framework(logged, check_framework(options.framework))
     skipped = dict(source.skipped)
     mapped: set[str] = set()
     kept: set[str] = set()

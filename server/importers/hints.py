@@ -98,3 +98,19 @@ def detect_framework(names: Iterable[str]) -> tuple[str | None, list[str]]:
         return None, []
     top = [fw for fw, score in scores.items() if abs(score - best) < 1e-9]
     return (top[0], []) if len(top) == 1 else (None, top)
+
+
+def resolve_framework(names: Iterable[str], framework: str | None) -> tuple[str | None, str]:
+    """The framework a run's names go through, and for "auto" (`--framework auto`) a note of
+    what was decided from its names."""
+    if framework != "auto":
+        return framework, ""
+    found, tied = detect_framework(names)
+    if found is not None:
+        return found, f"framework {found} (told from its names)"
+    if tied:
+        return None, (
+            f"framework not told apart ({' or '.join(tied)} know the same names): names kept "
+            "as they are; pass --framework"
+        )
+    return None, "no framework's names found: names kept as they are"

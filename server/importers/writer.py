@@ -169,14 +169,19 @@ class Sender(_Target):
     client: httpx.Client
     summary: Summary
     sleep: Callable[[float], None] = time.sleep
+    notify: bool = False
 
     @classmethod
-    def open(cls, url: str, token: str | None, *, timeout: float = 60.0) -> Sender:
+    def open(
+        cls, url: str, token: str | None, *, timeout: float = 60.0, notify: bool = False
+    ) -> Sender:
+        """`notify`: the server sends the alerts the imported steps raise (by default it
+        records them only: an import of a run's past pages nobody)."""
         headers = {**CLIENT_HEADERS, "Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
-        return cls(url, token, client, Summary())
+        return cls(url, token, client, Summary(notify=notify), notify=notify)
 
     def close(self) -> None:
         self.client.close()
@@ -203,7 +208,8 @@ class Sender(_Target):
         if with_run:
             body["run"] = plan.run
         data = gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=5)
-        response = self._request("POST", "/api/v1/ingest", content=data)
+        notify = {"notify": "true" if self.notify else "false"}
+        response = self._request("POST", "/api/v1/ingest", notify, content=data)
         if response.status_code == 413 and len(records) > 1:
             half = len(records) // 2
             self._send(plan, records[:half], planned[:half], with_run=with_run)
@@ -216,6 +222,7 @@ class Sender(_Target):
             )
         out = response.json()
         self._count(planned, int(out.get("accepted", 0)), int(out.get("duplicates", 0)))
+        self.summary.alerts += int(out.get("alerts", 0))
 
     def _request(
         self,

@@ -216,6 +216,7 @@ class IngestOut(BaseModel):
     accepted: int = Field(description="Records that added at least one new value")
     duplicates: int = Field(description="Records whose every value was already stored")
     annotations: int = Field(default=0, description="Annotations newly stored")
+    alerts: int = Field(default=0, description="Alerts the batch's steps opened")
 
 
 # -- the hot path: the same contract, decoded by msgspec ---------------------------------------

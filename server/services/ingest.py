@@ -31,11 +31,12 @@ class IngestService:
         self.listeners: list[IngestListener] = list(listeners or [])
         self._committer = committer(db)
 
-    def ingest(self, batch: Batch, principal: Principal) -> WriteResult:
+    def ingest(self, batch: Batch, principal: Principal, *, notify: bool = True) -> WriteResult:
         """Store `batch` with `principal`'s rights: a project's token writes its own project
         only, and a run the batch creates lands there. A batch that names its project (ingest
         format 2) writes only runs of that project, so a run id other projects also use is
-        never ambiguous."""
+        never ambiguous. `notify` False: the alerts its steps raise are recorded but nobody is
+        sent them (an import of a run's past)."""
         project: str | None = None
         if not principal.is_server_admin:
             if principal.scope not in ("ingest", "admin"):
@@ -61,6 +62,7 @@ class IngestService:
                 project=scope,
             )
         )
+        result.notify = notify
         for listener in self.listeners:
             try:
                 listener.on_ingested(result)

@@ -11,7 +11,9 @@ from server.services.attribution import AttributionService
 from server.services.changes_query import ChangeQueries
 from server.services.exports import ExportService
 from server.services.hardware_reads import HardwareReads
+from server.services.incidents import IncidentViews
 from server.services.query import SeriesQueries
+from server.services.rule_views import RuleViews
 from server.services.run_view import Markers, RunViews
 from server.services.runs_query import RunQueries
 from server.storage.db import Database
@@ -26,6 +28,8 @@ class Reads:
     attribution: AttributionService
     changes: ChangeQueries
     exports: ExportService
+    incidents: IncidentViews
+    rules: RuleViews
 
     @classmethod
     def over(
@@ -44,4 +48,6 @@ class Reads:
             AttributionService(runs, series, hardware, db),
             ChangeQueries(db),
             ExportService(db),
+            IncidentViews(db),
+            RuleViews(db),
         )

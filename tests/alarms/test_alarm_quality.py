@@ -173,6 +173,7 @@ def test_k3_rules_of_default_pack_include_precursor_only_k3_watchers() -> None:
         # a diverging rule triggered by vllm-kl, and the exact-parity rule (labelled runs only)
         "correction going blind",
         "nonzero mismatch (exact parity)",
+        "vllm-kl far beyond",
     }
 
 
@@ -283,6 +284,8 @@ def test_mismatch_rules_of_default_pack_are_the_signal_rules() -> None:
         "nonzero mismatch (exact parity)",
         "ratio off 1 (exact parity)",
         "routing replay off or degraded",
+        "vllm-kl far beyond",
+        "ratio drift far beyond",
     }
 
 
@@ -532,3 +535,14 @@ def test_small_benchmark_prints_every_key_with_sane_types(
         assert all(isinstance(t["pass"], bool) for t in figures["targets"].values())
         assert figures["pass"] == all(t["pass"] for t in figures["targets"].values())
     assert out["pass"] == all(f["pass"] for f in out["renderings"].values())
+
+
+def test_fresh_seeds_are_distinct_and_never_a_tuning_or_report_seed() -> None:
+    from benchmarks.alarm_quality import FRESH_FLOOR, REPORT_SEEDS, TUNING_SEEDS, fresh_seeds
+
+    drawn = iter([5, 100, 1234, 1234, 4321])  # a tuning seed, a report seed, a repeat
+    seeds = fresh_seeds(2, draw=lambda _n: next(drawn))
+    assert seeds == [1234, 4321]
+    many = fresh_seeds(20)
+    assert len(set(many)) == 20 and min(many) >= FRESH_FLOOR
+    assert not set(many) & (set(TUNING_SEEDS) | set(REPORT_SEEDS))

@@ -89,7 +89,7 @@ def test_resent_exemplars_change_nothing_and_new_ones_count(server: Any) -> None
     body = {"run": run_upsert("r1"), "records": [record("r1", 0, {"k3_kl": 1e-3}, exemplars=first)]}
     assert server.post("/api/v1/ingest", body).json()["accepted"] == 1
     again = server.post("/api/v1/ingest", body).json()
-    assert again == {"accepted": 0, "duplicates": 1, "annotations": 0}
+    assert again == {"accepted": 0, "duplicates": 1, "annotations": 0, "alerts": 0}
     assert server.query("/api/v1/runs/r1/exemplars")["count"] == 3
 
     changed = [_exemplar("top", 0, 0, -9.0, -9.0)]  # a stored key: the first value stays

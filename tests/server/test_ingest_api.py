@@ -36,7 +36,14 @@ def test_round_trip_keeps_nan_and_inf(server: Any) -> None:
     body["records"].append(record("r1", 3, {"k3_kl": float("nan"), "grad_norm": float("inf")}))
     response = server.post("/api/v1/ingest", body)
     assert response.status_code == 200, response.text
-    assert response.json() == {"accepted": 4, "duplicates": 0, "annotations": 0}
+    answer = response.json()
+    assert {k: v for k, v in answer.items() if k != "alerts"} == {
+        "accepted": 4,
+        "duplicates": 0,
+        "annotations": 0,
+    }
+    # the answer counts the alerts the batch opened (NaN and ±Inf are data the rules read)
+    assert answer["alerts"] == server.query("/api/v1/alerts?run=r1")["count"] > 0
 
     k3 = _series(server, "r1", "k3_kl")
     lasts = [p["last"] for p in k3["points"]]
@@ -61,8 +68,8 @@ def test_resent_batch_adds_nothing(server: Any) -> None:
     body = batch("r2", range(50), metrics=5)
     first = server.post("/api/v1/ingest", body).json()
     again = server.post("/api/v1/ingest", body).json()
-    assert first == {"accepted": 50, "duplicates": 0, "annotations": 0}
-    assert again == {"accepted": 0, "duplicates": 50, "annotations": 0}
+    assert first == {"accepted": 50, "duplicates": 0, "annotations": 0, "alerts": 0}
+    assert again == {"accepted": 0, "duplicates": 50, "annotations": 0, "alerts": 0}
     series = _series(server, "r2", "m4", max_points=1000)
     assert series["total_points"] == 50
     assert all(p["count"] == 1 for p in series["points"])

@@ -9,9 +9,9 @@ batch is stored: a request holds its body or its columns, not both.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -46,14 +46,25 @@ _BODY = {
         422: {"description": "malformed JSON or a field that breaks the schema (path named)"},
     },
 )
-async def ingest(request: Request, service: IngestDep, principal: PrincipalDep) -> IngestOut:
+async def ingest(
+    request: Request,
+    service: IngestDep,
+    principal: PrincipalDep,
+    notify: Annotated[
+        bool,
+        Query(
+            description="Send the alerts this batch raises to the project's receivers (false: "
+            "record and show them only — an import of a run's past, which must not page)"
+        ),
+    ] = True,
+) -> IngestOut:
     """Accepts gzip bodies (`Content-Encoding: gzip`). NaN and ±Inf are accepted as JSON tokens
     (`NaN`, `Infinity`, `-Infinity`) and as the strings "nan", "inf", "-inf". A value whose
     (run, source, actor, step, metric) is already stored changes nothing. A client naming an
     ingest format other than this server's (`X-Mismatch-Wire`) gets a 400 naming both."""
     check_client(request.headers)
     body = [await _body(request)]  # the worker takes it out, so only the parse holds it
-    return await run_in_threadpool(_parse_and_store, service, body, principal)
+    return await run_in_threadpool(_parse_and_store, service, body, principal, notify)
 
 
 async def _body(request: Request) -> bytes | bytearray:
@@ -63,15 +74,18 @@ async def _body(request: Request) -> bytes | bytearray:
 
 
 def _parse_and_store(
-    service: IngestService, body: list[bytes | bytearray], principal: Principal
+    service: IngestService, body: list[bytes | bytearray], principal: Principal, notify: bool
 ) -> IngestOut:
     try:
         batch = parse_batch(body.pop())
     except ValidationError as exc:  # answered as FastAPI answers a body it validated itself
         raise RequestValidationError(exc.errors(include_url=False)) from None
-    result = service.ingest(batch, principal)
+    result = service.ingest(batch, principal, notify=notify)
     return IngestOut(
-        accepted=result.accepted, duplicates=result.duplicates, annotations=result.annotations
+        accepted=result.accepted,
+        duplicates=result.duplicates,
+        annotations=result.annotations,
+        alerts=result.alerts_opened,
     )
 
 
