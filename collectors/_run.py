@@ -72,7 +72,7 @@ class Run:
             else "cpu"
         )
         self._warned: set[str] = set()
-        self._ended: tuple[str, float] | None = None  # (status, time) once finished or failed
+        self._ended: str | None = None  # "finished" or "failed" once the run said it ended
         self._naming = Naming(metric_map or {}, self.update_config, self._warn_once)
         self._config.update(self._naming.config())
         self.spool = Spool(
@@ -270,8 +270,8 @@ class Run:
         """Tell the server the run ended ("finished", or "failed"), then `flush`: never stalled,
         and running again once it logs again (an end-of-training hook's call)."""
         with self._lock:
-            if self._ended is None or self._ended[0] != ("failed" if failed else "finished"):
-                self._ended = ("failed" if failed else "finished", _now())
+            if self._ended != ("failed" if failed else "finished"):
+                self._ended = "failed" if failed else "finished"
                 self._worker.describe(self._run_upsert())
         self._worker.submit("run", {})
         return self.flush(timeout)
@@ -282,7 +282,7 @@ class Run:
         stalled rule tells that it died). True only when every step was stored."""
         with self._lock:
             if self._ended is None or failed:
-                self._ended = ("failed" if failed else "finished", _now())
+                self._ended = "failed" if failed else "finished"
                 self._worker.describe(self._run_upsert())
         self._worker.submit("run", {})
         return self._worker.close(timeout)
@@ -318,7 +318,7 @@ class Run:
         if self.kind:
             upsert["kind"] = self.kind
         if self._ended is not None:
-            upsert["status"], upsert["ended_at"] = self._ended
+            upsert["status"] = self._ended
         return upsert
 
     def _resume(self) -> None:

@@ -78,8 +78,6 @@ class RunUpsert:
     config: Mapping[str, Any] | None = None
     status: str | None = None
     kind: str | None = None
-    ended_at: float | None = None
-    """When a run given an ended status ended (the server's clock when not given)."""
 
 
 @dataclass(frozen=True, slots=True)

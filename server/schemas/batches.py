@@ -62,7 +62,6 @@ def to_run(run: RunIn) -> RunUpsert:
         config=run.config,
         status=run.status,
         kind=run.kind,
-        ended_at=run.ended_at,
     )
 
 

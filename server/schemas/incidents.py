@@ -14,7 +14,10 @@ _FROM_DOMAIN = ConfigDict(from_attributes=True)
 class AcknowledgementOut(BaseModel):
     model_config = _FROM_DOMAIN
 
-    by: str = Field(description="Who acknowledged: user:NAME, token:ID, or open")
+    by: str = Field(
+        description="Who acknowledged, in a form no claim can forge: person:ISSUER#SUBJECT, "
+        "token:ID, or open"
+    )
     at: float
     comment: str
 

@@ -84,9 +84,6 @@ class RunIn(_Strict):
         description="'finished' or 'failed' when the run ended (the collectors' close() sends "
         "'finished'); a finished run that logs again is 'running' again",
     )
-    ended_at: EpochSeconds | None = Field(
-        default=None, description="When the run ended; the server's time when left out"
-    )
     kind: RunKind | None = Field(
         default=None,
         description="'training' (the default on creation) or 'parity': a parity report, whose "

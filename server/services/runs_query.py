@@ -223,7 +223,8 @@ class RunQueries:
                 firing_alerts=firing.get((row.project, row.id), 0),
                 raw_dropped=row.raw_dropped_at is not None,
                 kind=row.kind,
-                ended_at=row.ended_at if row.status in ENDED else None,
+                # a run's end is its last activity: the batch that said it ended
+                ended_at=row.last_seen if row.status in ENDED else None,
             )
             for row in rows
         ]

@@ -104,7 +104,7 @@ outbox = sa.Table(
     sa.Column("not_before", F, nullable=False),
     sa.Column("revises", sa.String(200), nullable=True),
     sa.Column("fallback", sa.Text, nullable=True),
-    sa.Column("thread", sa.String(200), nullable=True),  # its incident: one order (0016)
+    sa.Column("thread", sa.String(200), nullable=True),  # its incident: one order (0015)
 )
 deliveries = sa.Table(
     # The delivery worker's own record of each outbox row (migration 0014): what goes out under
@@ -126,6 +126,6 @@ deliveries = sa.Table(
     sa.Column("folded_into", sa.String(200), nullable=True),
     sa.Column("last_status", sa.Integer, nullable=True),
     sa.Column("last_error", sa.Text, nullable=True),
-    sa.Column("thread", sa.String(200), nullable=True),  # its outbox row's (0016)
+    sa.Column("thread", sa.String(200), nullable=True),  # its outbox row's (0015)
     sa.Column("seq", sa.BigInteger, nullable=True),  # its outbox row's: the order of a thread
 )

@@ -1,6 +1,6 @@
 """The tables of people (migration 0011): who is mapped to which project with which role, the
 sessions of people signed in through OpenID Connect, the sign-ins under way, and the record of
-who changed what; and people's own API tokens (migration 0012). Since migration 0015 a person
+who changed what; and people's own API tokens (migration 0012). Since migration 0017 a person
 is their issuer and subject everywhere (`server.domain.identity.person_id`)."""
 
 from __future__ import annotations

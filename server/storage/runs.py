@@ -36,7 +36,6 @@ RUN_COLUMNS = (
     t.runs.c.last_step,
     t.runs.c.raw_dropped_at,
     t.runs.c.kind,
-    t.runs.c.ended_at,
 )
 """What a run summary needs; the config (often the largest column) is read only on demand."""
 
@@ -89,7 +88,6 @@ def upsert(
         updates["tags"] = json.dumps(list(run.tags))
     if run.status is not None:
         updates["status"] = run.status
-        updates["ended_at"] = _ended_at(run, now)
     if run.kind is not None:
         updates["kind"] = run.kind
     derived = run_labels.derived_of(existing.labels)
@@ -109,12 +107,6 @@ def upsert(
         conn.execute(sa.update(t.runs).where(t.runs.c.pk == existing.pk).values(**updates))
     status = run.status or existing.status
     return RunRef(existing.pk, existing.id, existing.project, labels, status=status)
-
-
-def _ended_at(run: RunUpsert, now: float) -> float | None:
-    if run.status not in ENDED:
-        return None
-    return run.ended_at if run.ended_at is not None else now
 
 
 def reopen_logging(
@@ -150,9 +142,7 @@ def reopen(conn: Connection, pks: Iterable[int]) -> None:
     if wanted:
         r = t.runs.c
         conn.execute(
-            sa.update(t.runs)
-            .where(r.pk.in_(wanted), r.status.in_(ENDED))
-            .values(status="running", ended_at=None)
+            sa.update(t.runs).where(r.pk.in_(wanted), r.status.in_(ENDED)).values(status="running")
         )
 
 
@@ -167,7 +157,6 @@ def _create(conn: Connection, run: RunUpsert, project: str, now: float) -> RunRe
         ),
         "config": dumps(run.config or {}),
         "status": run.status or "running",
-        "ended_at": _ended_at(run, now),
         "kind": run.kind or DEFAULT_RUN_KIND,
         "created_at": now,
         "last_seen": now,

@@ -82,7 +82,6 @@ runs = sa.Table(
     sa.Column("last_step", sa.BigInteger, nullable=True),
     sa.Column("raw_dropped_at", sa.Float(53), nullable=True),  # retention dropped raw values
     sa.Column("kind", sa.String(16), nullable=False, server_default="training"),  # or "parity"
-    sa.Column("ended_at", sa.Float(53), nullable=True),  # set while finished or failed
     sa.UniqueConstraint("project", "id", name="uq_runs_project_id"),  # run ids per project
 )
 sa.Index("ix_runs_project", runs.c.project)

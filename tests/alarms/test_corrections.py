@@ -231,7 +231,7 @@ def test_runs_stored_before_the_exact_parity_label_get_it_on_upgrade_and_lose_it
         "plain": ('{"team": "b"}', '{"engine": {"batch_invariant": false}}'),
     }
     try:
-        migrate.upgrade(database, "0016")
+        migrate.upgrade(database, "0015")
         with database.write() as conn:
             for run_id, (labels, config) in stored.items():
                 conn.execute(
@@ -242,10 +242,10 @@ def test_runs_stored_before_the_exact_parity_label_get_it_on_upgrade_and_lose_it
                     {"id": run_id, "labels": labels, "config": config},
                 )
         read = sa.text("SELECT id, labels FROM runs ORDER BY id")
-        migrate.upgrade(database, "0017")
+        migrate.upgrade(database, "0016")
         with database.read() as conn:
             up = [(r[0], json.loads(r[1])) for r in conn.execute(read)]
-        migrate.downgrade(database, "0016")
+        migrate.downgrade(database, "0015")
         with database.read() as conn:
             down = [(r[0], json.loads(r[1])) for r in conn.execute(read)]
     finally:

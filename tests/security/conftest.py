@@ -225,6 +225,11 @@ def _seed(server: ServerProcess, made: dict[str, tuple[str, str]]) -> Deployment
         token=admin,
     )
     assert receiver.status_code == 201, receiver.text
+    # an incident of alpha (a collapse's NaN), raised before the silence would mute it
+    collapse = batch("alpha-collapse", range(3), project="alpha", value="nan")
+    assert server.post("/api/v1/ingest", collapse, token=found.tokens["ingest_alpha"]).is_success
+    incidents = server.query("/api/v1/incidents?project=alpha", token=admin)["data"]
+    assert incidents, "no incident was raised in alpha"
     silence = server.post(
         "/api/v1/silences",
         {"project": "alpha", "until": time.time() + 3600, "comment": SECRET},
@@ -244,6 +249,7 @@ def _seed(server: ServerProcess, made: dict[str, tuple[str, str]]) -> Deployment
         "silence_id": silence.json()["id"],
         "token_id": found.token_ids["read_alpha"],
         "run_id": ALPHA_RUN,
+        "incident_id": incidents[0]["id"],
     }
     return found
 

@@ -50,6 +50,9 @@ ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/silences"): "admin",
     ("DELETE", "/api/v1/silences/{silence_id}"): "admin",
     ("GET", "/api/v1/alerts"): "read",
+    ("GET", "/api/v1/incidents"): "read",
+    ("GET", "/api/v1/incidents/{incident_id}"): "read",
+    ("POST", "/api/v1/incidents/{incident_id}/ack"): "admin",
     ("POST", "/api/v1/maintenance/retention"): "admin",
     ("POST", "/api/v1/rules/backtest"): "read",
     ("POST", "/api/v1/rules/defaults"): "admin",
@@ -97,6 +100,7 @@ def body_for(method: str, path: str) -> Any:
         ("POST", "/api/v1/rules/backtest"): {"run": ALPHA_RUN, "project": "alpha"},
         ("POST", "/api/v1/rules/defaults"): {"project": "alpha"},
         ("PUT", "/api/v1/projects/{project}/reference"): {"run": ALPHA_RUN},
+        ("POST", "/api/v1/incidents/{incident_id}/ack"): {"comment": "looking"},
         ("PUT", "/api/v1/members"): {**MEMBER, "role": "read"},
         ("POST", "/api/v1/maintenance/retention"): {
             "project": "alpha",
@@ -177,7 +181,8 @@ def test_each_operation_answers_each_token_as_its_scope_and_project_say(
         level = ACCESS[(method, path)]
         target = path
         target = target.replace("{project}", "alpha")
-        for name in ("run_id", "token_id", "rule_id", "receiver_id", "silence_id", "personal_id"):
+        names = ("run_id", "token_id", "rule_id", "receiver_id", "silence_id", "personal_id")
+        for name in (*names, "incident_id"):
             if "{" + name + "}" in target:
                 value = fresh(deployment, name, token) if method != "GET" else deployment.ids[name]
                 target = target.replace("{" + name + "}", value)

@@ -1,4 +1,4 @@
-"""Migration 0015 carries people's mappings, tokens and the record of changes from shown names
+"""Migration 0017 carries people's mappings, tokens and the record of changes from shown names
 to ids on both databases, and nobody can do more after it than before: an address mapped as a
 user becomes an e-mail mapping (matched only where verified), any other user name that subject,
 a token keeps exactly what it matched, a change once recorded by a shown name says so."""
@@ -59,7 +59,7 @@ def _seed_0014(db: Database) -> str:
 def test_people_move_to_ids_without_widening_anyones_access(db_url: str) -> None:
     db = Database(db_url)
     try:
-        migrate.upgrade(db, "0017")
+        migrate.upgrade(db, "0016")
         presented = _seed_0014(db)
         migrate.upgrade(db)
         members = Members(db)
@@ -95,7 +95,7 @@ def test_people_move_to_ids_without_widening_anyones_access(db_url: str) -> None
         assert changes == {"c1": "name:token 28aee556d1f2", "c2": "token:abc"}
         assert sessions == 0
 
-        migrate.downgrade(db, "0017")
+        migrate.downgrade(db, "0016")
         with db.read() as conn:
             back = set(conn.execute(sa.text("SELECT kind, name, project FROM members")).all())
             names = conn.execute(sa.text("SELECT names FROM personal_tokens")).scalar_one()

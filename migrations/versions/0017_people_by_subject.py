@@ -15,8 +15,8 @@ What was stored is carried over without widening anyone's access (`legacy_user`)
   one, never read as a person's id.
 - people's sessions end: everyone signs in once more.
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-11-28
 """
 
@@ -29,8 +29,8 @@ from alembic import op
 
 from server.domain.identity import ANY_ISSUER, legacy_user, split_person_id
 
-revision = "0018"
-down_revision = "0017"
+revision = "0017"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 

@@ -3,8 +3,8 @@ server's `mismatch.exact_parity` label, which the exact-parity rule pack selects
 sets it whenever a config arrives; this gives it to runs stored before, from their stored
 config, so their next steps are watched too.
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-11-28
 """
 
@@ -17,8 +17,8 @@ from alembic import op
 
 from server.domain import exact_parity
 
-revision = "0017"
-down_revision = "0016"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 

@@ -4,8 +4,8 @@ and their deliveries name their incident (`thread`), and a delivery keeps its ou
 still on its way (never a resolve before its firing). Rows written before carry no thread and
 keep going out as they did.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-11-28
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016"
-down_revision = "0015"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
