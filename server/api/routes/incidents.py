@@ -71,8 +71,10 @@ def acknowledge_incident(
     ended still goes out), and who did it is recorded in the project's activity. Needs the
     admin role (or an admin token) in the incident's project."""
     projects = principal.readable_projects()
+    # who may comes first: a read-only caller learns nothing of the incident's state
+    found = reads.incidents.get(incident_id, projects=projects).incident
+    require_admin_of(principal, found.project, "acknowledge an incident")
     incident = reads.incidents.acknowledge(incident_id, projects=projects)
-    require_admin_of(principal, incident.project, "acknowledge an incident")
     changes.record(
         principal,
         project=incident.project,
