@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors._say import say
+from collectors._spool import Spool
 
 log = logging.getLogger("mismatch_monitor.collectors")
 
@@ -30,14 +31,24 @@ DIRECTORY = "dead-letters"
 class DeadLetters:
     """The dead-letter file of one run in one process, and what was said about it."""
 
-    def __init__(self, spool_directory: Path, run_key: str, run_id: str) -> None:
-        self.spool_directory = spool_directory
-        self.directory = spool_directory / DIRECTORY
-        self.run_key = run_key
+    def __init__(self, spool: Spool, run_id: str) -> None:
+        """Beside `spool`, bounded by its cap: a run refused for good forever (a token of
+        another project) never fills the disk; what is past the cap is said and lost."""
+        self.max_bytes = spool.max_bytes
+        self.spool_directory = spool.directory
+        self.directory = spool.directory / DIRECTORY
+        self.run_key = spool.run_key
         self.run_id = run_id
         self._lock = threading.Lock()
         self._said: set[tuple[int | None, str]] = set()
         self.steps = 0  # step records this process put here
+        self._lost = False  # said already that refused steps could not be kept
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
 
     @property
     def path(self) -> Path:
@@ -54,6 +65,8 @@ class DeadLetters:
         data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
         with self._lock:
             try:
+                if self._size() + len(data) > self.max_bytes:
+                    raise OSError(f"the dead letters reached their cap of {self.max_bytes} bytes")
                 self.directory.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 try:
@@ -62,12 +75,15 @@ class DeadLetters:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                say(
-                    log,
-                    f"the monitor server refused {records} steps of run {self.run_id!r} "
-                    f"(HTTP {status}: {reason}) and they could not be kept on disk at "
-                    f"{self.directory} ({exc}): they are lost",
-                )
+                if not self._lost:  # once: a run refused for good would say it every batch
+                    say(
+                        log,
+                        f"the monitor server refused {records} steps of run {self.run_id!r} "
+                        f"(HTTP {status}: {reason}) and they could not be kept on disk at "
+                        f"{self.directory} ({exc}): they are lost, and later ones too until "
+                        "the cause is fixed (counted in stats()['dropped'])",
+                    )
+                self._lost = True
                 return False
             self.steps += records
             first = (status, reason) not in self._said

@@ -82,7 +82,7 @@ class Worker:
         self._closed = False
         self.incompatible = ""  # the server's message once it refused our ingest format
         self._left = LeftBehind(spool)
-        self.dead = DeadLetters(spool.directory, spool.run_key, str(run.get("id", "")))
+        self.dead = DeadLetters(spool, str(run.get("id", "")))
         self._reset_after_fork()
         reset_in_forked_children(self._reset_after_fork)
 

@@ -96,8 +96,12 @@ def write_batches(
             pk = batch_refs[m.run_id].pk
             last_steps[pk] = max(m.step, last_steps[pk] or -1)
     runs.touch(conn, last_steps, now)
-    logged = [{m.run_id for m in part.values()} for part in merged]
-    runs.reopen_logging(conn, [b.run for b in batches], logged, refs)
+    said = [b.run for b in batches]
+    if any(r is not None and r.status is not None for r in said) or any(
+        ref.ended for batch_refs in refs for ref in batch_refs.values()
+    ):  # only a run that ended, or is said to, can change how it stands
+        logged = [{m.run_id for m in part.values()} for part in merged]
+        runs.reopen_logging(conn, said, logged, refs)
     return results
 
 

@@ -235,3 +235,25 @@ def test_spool_replays_only_files_of_dead_processes(tmp_path: Path) -> None:
     assert set(claimed) == {spool.path.name, "r.999999.jsonl"}
     assert claimed["r.999999.jsonl"] == [{"records": [3]}, {"records": [4]}]
     assert alive.exists()
+
+
+class Refusing(FakeTransport):
+    """Refuses every batch for good (a token of another project)."""
+
+    def send(self, batch: dict[str, Any]) -> Answer:
+        super().send(batch)
+        return Answer("reject", 403, None, "this token writes project 'a', not 'b'")
+
+
+def test_dead_letters_stay_within_the_spools_cap(tmp_path: Path) -> None:
+    run = make_run(tmp_path, Refusing(), spool_max_bytes=4096, max_batch_records=1)
+    for step in range(200):
+        run.log_metrics(step, {"k3_kl": 1e-3, "loss": 1.0})
+    assert not run.flush(10)
+    (letters,) = (tmp_path / "spool" / "dead-letters").glob("*.jsonl")
+    assert 0 < letters.stat().st_size <= 4096
+    stats = run.stats()
+    assert stats["rejected"] == 200
+    assert 0 < stats["dead_letter_steps"] < 200
+    assert stats["dead_letter_steps"] + stats["dropped"]["dead_letter_failed"] == 200
+    run.close(1)
