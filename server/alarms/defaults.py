@@ -4,7 +4,7 @@
 |---|---|---|---|
 | vllm-kl spike | spike (log) | vllm-kl signal (trainer) | log k3 more than 5 robust σ above its trailing 100-step median for 2 steps in a row, and 2e-5 above the median |
 | vllm-kl rise | sustained (log) | vllm-kl signal (trainer) | the median of the last 7 steps more than 2.5 robust σ above the median of the 100 before, and 2e-5 above it |
-| vllm-kl high | threshold | vllm-kl signal | above 0.025 for 5 consecutive steps, from the first step: no history needed |
+| vllm-kl high | threshold | vllm-kl signal, runs not labelled `mismatch.moe` | above 0.025 for 5 consecutive steps, from the first step: no history needed |
 | ratio drift | threshold | \\|ratio signal\\| | above 50 (×1e-4) for 3 steps, from the first step — raw vs processed logprobs, a sampler-only penalty |
 | vllm-kl high (sampler-only setting) | threshold | vllm-kl signal, runs labelled `mismatch.sampler_only` | above 1e-3 for 3 steps |
 | ratio drift (sampler-only setting) | threshold | \\|ratio signal\\|, runs labelled `mismatch.sampler_only` | above 14 (×1e-4) for 3 steps |
@@ -14,7 +14,7 @@
 | non-finite | nonfinite | canonical metrics | NaN or ±Inf |
 | stalled | stalled | any step | no new step for 300 s while the run was live |
 | collapse precursor | precursor (log) | vllm-kl signal then grad_norm/entropy | 2 steps of a vllm-kl spike followed within 30 steps by a grad_norm or entropy spike (critical) |
-| vllm-kl far beyond | threshold | vllm-kl signal | above 0.2 (eight times vllm-kl high's 0.025) for 8 consecutive steps (critical) |
+| vllm-kl far beyond | threshold | vllm-kl signal, runs not labelled `mismatch.moe` | above 0.2 (eight times vllm-kl high's 0.025) for 8 consecutive steps (critical) |
 | ratio drift far beyond | threshold | \\|ratio signal\\| | above 500 (×1e-4, ten times ratio drift's 50) for 8 steps (critical) |
 
 **Severity follows magnitude and duration.** The warning rules say a run left healthy ground;
@@ -44,6 +44,11 @@ server labels it `mismatch.sampler_only` from its recorded config. The second pa
 `SAMPLER_PACK`, watches those runs at levels no healthy run needs to be spared from, because
 none of them is healthy: what is left to tell is whether the setting moves the signal.
 
+**MoE runs have MoE levels.** A run whose config records a mixture-of-experts model is labelled
+`mismatch.moe` (`server/domain/moe.py`); its healthy vllm-kl is a hundred times a dense run's,
+so the two absolute vllm-kl ceilings above leave it (`!mismatch.moe`) and the MoE pack
+(`server/alarms/moe_pack.py`) watches it at its own levels. The relative rules watch it as any run.
+
 An alert whose series stops reporting for the rule's `no_data_s` (900 s unless a rule says
 otherwise) ends as "no data" rather than firing forever: three times the stalled rule's 300 s, so
 a run that stops says "stalled" first and its open alerts follow.
@@ -53,7 +58,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.alarms import correction_pack, ids
+from server.alarms import correction_pack, ids, moe_pack
 from server.alarms.store import AlarmStore
 from server.domain import signals
 from server.domain.alarms import Rule
@@ -173,6 +178,7 @@ PACK: list[dict[str, Any]] = [
         "name": "vllm-kl high",
         "kind": "threshold",
         "metric": signals.VLLM_KL,
+        "label": moe_pack.NOT_MOE,  # MoE runs: their own ceiling (`moe_pack`)
         "severity": "warning",
         "params": {"threshold": 0.025, "direction": "above", "for_steps": 5},
     },
@@ -278,6 +284,7 @@ SEVERITY_PACK: list[dict[str, Any]] = [
         "name": "vllm-kl far beyond",
         "kind": "threshold",
         "metric": signals.VLLM_KL,
+        "label": moe_pack.NOT_MOE,
         "severity": "critical",
         "params": {"threshold": 0.2, "direction": "above", "for_steps": 8},
     },
@@ -307,6 +314,7 @@ WHY: dict[str, str] = {
 """Why a tuned rule has the numbers it has, by rule name (the others keep their first values,
 which the corpus found quiet: entropy collapse, non-finite, stalled)."""
 WHY.update(correction_pack.WHY)
+WHY.update(moe_pack.WHY)
 
 
 PACK_NAME = "default"
@@ -318,6 +326,8 @@ PACKS: dict[str, list[dict[str, Any]]] = {
     "severity": SEVERITY_PACK,
     # how corrections fare, and exact-parity runs: server/alarms/correction_pack.py
     **correction_pack.PACKS,
+    # the vllm-kl ceilings at MoE levels: server/alarms/moe_pack.py
+    "moe": moe_pack.MOE_PACK,
 }
 """Every pack a project receives, by receipt name, in the order given."""
 

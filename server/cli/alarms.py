@@ -56,7 +56,9 @@ def rule_add(
     ] = "{}",
     severity: Annotated[str, typer.Option(help=" | ".join(SEVERITIES))] = "warning",
     run: Annotated[str | None, typer.Option(help="Only this run")] = None,
-    label: Annotated[str | None, typer.Option(help="Only runs with KEY or KEY=VALUE")] = None,
+    label: Annotated[
+        str | None, typer.Option(help="Only runs with KEY or KEY=VALUE, or without KEY (!KEY)")
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
@@ -155,7 +157,9 @@ def silence_add(
     minutes: Annotated[float, typer.Option(help="How long")] = 60.0,
     rule_id: Annotated[str | None, typer.Option("--rule")] = None,
     run: Annotated[str | None, typer.Option()] = None,
-    label: Annotated[str | None, typer.Option(help="KEY or KEY=VALUE")] = None,
+    label: Annotated[
+        str | None, typer.Option(help="KEY, KEY=VALUE or !KEY (runs without KEY)")
+    ] = None,
     comment: Annotated[str, typer.Option()] = "",
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,

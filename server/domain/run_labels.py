@@ -7,6 +7,8 @@ ordinary label filter.
   trainer does not, so the run is mismatched from its first step.
 - `mismatch.exact_parity` (`server.domain.exact_parity`): a batch-invariant or deterministic mode
   makes the gap exactly 0, so any nonzero value is a regression.
+- `mismatch.moe` (`server.domain.moe`): the model is a mixture of experts, whose healthy gap is a
+  hundred times a dense model's, so the vllm-kl ceilings read MoE levels.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from server.domain import exact_parity, sampler
+from server.domain import exact_parity, moe, sampler
 
-DERIVED_KEYS: tuple[str, ...] = (sampler.SAMPLER_ONLY_LABEL, exact_parity.EXACT_PARITY_LABEL)
+DERIVED_KEYS: tuple[str, ...] = (
+    sampler.SAMPLER_ONLY_LABEL,
+    exact_parity.EXACT_PARITY_LABEL,
+    moe.MOE_LABEL,
+)
 
 
 def derived_labels(config: Mapping[str, Any]) -> dict[str, str]:
     """Every label the server derives from `config`."""
-    return {**sampler.derived_labels(config), **exact_parity.derived_labels(config)}
+    return {
+        **sampler.derived_labels(config),
+        **exact_parity.derived_labels(config),
+        **moe.derived_labels(config),
+    }
 
 
 def with_derived(labels: Mapping[str, str], derived: Mapping[str, str]) -> dict[str, str]:

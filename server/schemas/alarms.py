@@ -25,7 +25,9 @@ class RuleIn(BaseModel):
     metric: str = Field(default="*", min_length=1, max_length=200)
     source: Source | None = None
     run_id: str | None = Field(default=None, pattern=ID_PATTERN)
-    label: str | None = Field(default=None, max_length=300, description="KEY or KEY=VALUE")
+    label: str | None = Field(
+        default=None, max_length=300, description="KEY, KEY=VALUE or !KEY (runs without KEY)"
+    )
     gpu: str | None = Field(default=None, max_length=200)
     severity: Severity = "warning"
     params: dict[str, Any] = Field(
@@ -166,7 +168,9 @@ class SilenceIn(BaseModel):
     until: float = Field(gt=0, le=32503680000, description="Unix seconds")
     rule_id: str | None = Field(default=None, max_length=64)
     run_id: str | None = Field(default=None, pattern=ID_PATTERN)
-    label: str | None = Field(default=None, max_length=300, description="KEY or KEY=VALUE")
+    label: str | None = Field(
+        default=None, max_length=300, description="KEY, KEY=VALUE or !KEY (runs without KEY)"
+    )
     comment: str = Field(default="", max_length=1000)
 
 

@@ -173,7 +173,10 @@ def _where(dialect: str, f: RunFilter) -> list[ColumnElement[bool]]:
     if f.projects is not None:
         where.append(r.project.in_(list(f.projects)))
     if f.label is not None:
-        if f.label.value is None:
+        if f.label.absent:
+            has = sql.json_has_key(dialect, r.labels, f.label.key)
+            where.append(sa.not_(sa.func.coalesce(has, sa.false())))
+        elif f.label.value is None:
             where.append(sql.json_has_key(dialect, r.labels, f.label.key))
         else:
             where.append(sql.json_text_at(dialect, r.labels, f.label.key) == f.label.value)

@@ -5,7 +5,6 @@ does not; per-value checks of the diverging detector and of the config reading."
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -20,51 +19,11 @@ from server.domain.alarms import Rule
 from server.domain.exact_parity import EXACT_PARITY_LABEL, derived_labels, exact_parity
 from server.domain.run_labels import derived_labels as all_derived
 from server.storage.db import Database
-from tests.importers.stored import mismatch, runs
+from tests.alarms.imported import first_alerts, import_run
+from tests.importers.stored import runs
 
 BLIND = "correction going blind"
 COLLAPSE = 190  # where the scenario's grad norm explodes
-
-
-def _csv(path: Path, columns: dict[str, list[float]]) -> Path:
-    names = list(columns)
-    steps = len(next(iter(columns.values())))
-    lines = ["," + ",".join(["_step", "_runtime", "_timestamp", *names])]
-    for s in range(steps):
-        cells = [str(s), str(s), repr(1_760_000_000.0 + s)]
-        cells += ["" if math.isnan(columns[n][s]) else repr(columns[n][s]) for n in names]
-        lines.append(f"{s}," + ",".join(cells))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def _import(
-    tmp_path: Path,
-    name: str,
-    columns: dict[str, list[float]],
-    *extra: object,
-    framework: str = "verl",
-) -> Path:
-    db = tmp_path / "m.duckdb"
-    export = _csv(tmp_path / f"{name}.csv", columns)
-    done = mismatch(
-        "import", "wandb", export, "--framework", framework, "--db", db, "--as-run", name, *extra
-    )
-    assert done.exit_code == 0, done.output
-    return db
-
-
-def _alerts(db: Path, run_id: str) -> dict[str, int]:
-    """Rule name -> the first step it alerted at, replaying the default packs."""
-    database = Database(str(db))
-    try:
-        result = Backtester(AlarmStore(database)).run(run_id=run_id, drafts=DEFAULT_RULES)
-    finally:
-        database.dispose()
-    first: dict[str, int] = {}
-    for alert in result.alerts:
-        first[alert.rule_name] = min(first.get(alert.rule_name, alert.step), alert.step)
-    return first
 
 
 def _scenario(seed: int, *, mask_falls: bool, gap_rises: bool) -> dict[str, list[float]]:
@@ -86,8 +45,8 @@ def _scenario(seed: int, *, mask_falls: bool, gap_rises: bool) -> dict[str, list
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_correction_going_blind_alerts_before_the_collapse(tmp_path: Path, seed: int) -> None:
-    db = _import(tmp_path, "blind", _scenario(seed, mask_falls=True, gap_rises=True))
-    fired = _alerts(db, "blind")
+    db = import_run(tmp_path, "blind", _scenario(seed, mask_falls=True, gap_rises=True))
+    fired = first_alerts(db, "blind")
     assert BLIND in fired and 150 < fired[BLIND] < COLLAPSE, fired
 
 
@@ -97,11 +56,11 @@ def test_a_correction_going_blind_alerts_before_the_collapse(tmp_path: Path, see
 def test_a_mask_that_keeps_up_or_a_gap_that_holds_is_not_blindness(
     tmp_path: Path, mask_falls: bool, gap_rises: bool
 ) -> None:
-    db = _import(tmp_path, "r", _scenario(3, mask_falls=mask_falls, gap_rises=gap_rises))
-    assert BLIND not in _alerts(db, "r")
+    db = import_run(tmp_path, "r", _scenario(3, mask_falls=mask_falls, gap_rises=gap_rises))
+    assert BLIND not in first_alerts(db, "r")
 
 
-def test_a_correction_that_masks_a_tenth_of_the_tokens_or_leaves_little_ess_alerts(
+def test_a_correction_that_masks_a_tenth_of_the_tokens_or_leaves_little_essfirst_alerts(
     tmp_path: Path,
 ) -> None:
     n = 20
@@ -110,7 +69,7 @@ def test_a_correction_that_masks_a_tenth_of_the_tokens_or_leaves_little_ess_aler
         "rollout_corr/rollout_rs_masked_fraction": [0.02] * 8 + [0.15] * 12,
         "rollout_corr/rollout_is_eff_sample_size": [0.9] * 10 + [0.2] * 10,
     }
-    fired = _alerts(_import(tmp_path, "r", columns), "r")
+    fired = first_alerts(import_run(tmp_path, "r", columns), "r")
     assert fired["correction masks many tokens"] == 12  # the fifth step above 0.1
     assert fired["IS effective sample size low"] == 14
 
@@ -133,7 +92,7 @@ def _parity_run(tmp_path: Path, setting: str) -> Path:
     config.write_text(CONFIG.format(setting=setting))
     k3 = [0.0] * 30
     k3[17] = 3e-9  # one step off by rounding: a kernel lost its invariance
-    return _import(tmp_path, "r", {"rollout_corr/k3_kl": k3}, "--config", config)
+    return import_run(tmp_path, "r", {"rollout_corr/k3_kl": k3}, "--config", config)
 
 
 def test_an_exact_parity_run_is_labelled_and_alerts_on_its_first_nonzero_step(
@@ -141,7 +100,7 @@ def test_an_exact_parity_run_is_labelled_and_alerts_on_its_first_nonzero_step(
 ) -> None:
     db = _parity_run(tmp_path, "batch_invariant: true")
     assert runs(db)["r"]["labels"][EXACT_PARITY_LABEL] == "batch_invariant=true"
-    fired = _alerts(db, "r")
+    fired = first_alerts(db, "r")
     assert fired["nonzero mismatch (exact parity)"] == 17
 
 
@@ -150,7 +109,7 @@ def test_a_normal_run_with_the_same_values_is_not_labelled_and_does_not_alert(
 ) -> None:
     db = _parity_run(tmp_path, "batch_invariant: false")
     assert EXACT_PARITY_LABEL not in runs(db)["r"]["labels"]
-    assert not [name for name in _alerts(db, "r") if "exact parity" in name]
+    assert not [name for name in first_alerts(db, "r") if "exact parity" in name]
 
 
 @pytest.mark.parametrize(
@@ -270,21 +229,21 @@ def test_routing_replay_switching_off_alerts_and_steady_replay_does_not(tmp_path
     off = dict(steady, **{"r3/replay_fraction_active": [1.0] * 25 + [0.0] * 15})
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    quiet = _alerts(_import(tmp_path / "a", "steady", steady, framework="areal"), "steady")
-    fired = _alerts(_import(tmp_path / "b", "off", off, framework="areal"), "off")
+    quiet = first_alerts(import_run(tmp_path / "a", "steady", steady, framework="areal"), "steady")
+    fired = first_alerts(import_run(tmp_path / "b", "off", off, framework="areal"), "off")
     assert not [name for name in quiet if "routing" in name]
     assert fired["routing replay off or degraded"] == 27  # the third step at 0
 
 
 def test_routing_replay_fallback_share_alerts_past_five_percent(tmp_path: Path) -> None:
     fallback = [0.001] * 20 + [0.2] * 10
-    db = _import(
+    db = import_run(
         tmp_path,
         "r",
         {"gen_kl_error": [1e-3] * 30, "r3/routed_experts_fallback_token_route_fraction": fallback},
         framework="nemo-rl",
     )
-    assert _alerts(db, "r")["routing replay falling back"] == 22
+    assert first_alerts(db, "r")["routing replay falling back"] == 22
 
 
 # -- per environment ---------------------------------------------------------------------------
@@ -302,7 +261,7 @@ def test_per_environment_mismatch_is_one_metric_drawn_and_watched_per_environmen
         "mismatch_kl/gsm8k/mean": [1e-3] * n,
         "mismatch_kl/code/mean": [1e-3] * 10 + [0.08] * 20,  # one environment goes off
     }
-    db = _import(tmp_path, "r", columns, framework="prime-rl")
+    db = import_run(tmp_path, "r", columns, framework="prime-rl")
     names = {metric for (run, metric) in stored(db) if run == "r"}
     assert {"k3_kl", "k3_kl{env=gsm8k}", "k3_kl{env=code}"} <= names
     panels = run_panels(names)

@@ -4,6 +4,7 @@ rules and silences.
     KEY         the label is present, whatever its value
     KEY=VALUE   the label equals VALUE
     KEY=        the label equals the empty string
+    !KEY        the label is absent
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ CASES = [
     ("tier=", {"empty"}),
     ("tier=silver", set()),
     ("other", set()),
+    ("!tier", {"none"}),
+    ("!other", {"empty", "gold", "none"}),
 ]
 
 EVERY = ReadScope.EVERY
@@ -41,8 +44,19 @@ def test_the_filter_matches_labels(text: str, selected: set[str]) -> None:
 
 @pytest.mark.parametrize("text", ["", "=gold", " =x"])
 def test_a_filter_without_a_key_is_refused(text: str) -> None:
-    with pytest.raises(InvalidLabelFilter, match="KEY or KEY=VALUE"):
+    with pytest.raises(InvalidLabelFilter, match="KEY, KEY=VALUE or !KEY"):
         LabelFilter.parse(text)
+
+
+@pytest.mark.parametrize("text", ["!", " ! ", "!tier=gold"])
+def test_an_absence_filter_takes_a_key_and_no_value(text: str) -> None:
+    with pytest.raises(InvalidLabelFilter, match="takes a key and no value"):
+        LabelFilter.parse(text)
+
+
+@pytest.mark.parametrize("text", ["tier", "tier=gold", "tier=", "!tier"])
+def test_a_filter_reads_back_as_it_was_written(text: str) -> None:
+    assert str(LabelFilter.parse(text)) == text
 
 
 @pytest.fixture
@@ -61,7 +75,7 @@ def test_the_runs_list_filters_by_label(query: Reads, text: str, selected: set[s
 
 
 def test_the_runs_list_refuses_a_filter_without_a_key(query: Reads) -> None:
-    with pytest.raises(Rejected, match="KEY or KEY=VALUE"):
+    with pytest.raises(Rejected, match="KEY, KEY=VALUE or !KEY"):
         query.runs.list_runs(EVERY, label="=gold")
 
 
