@@ -130,6 +130,10 @@ ALERTS_LIST = "alerts-list"  # the empty state, when nothing is listed
 ALERTS_TABLE = "alerts-table"
 ALERTS_EMPTY = "alerts-empty"
 ALERTS_POLL = "alerts-poll"
+ALERTS_ACK = "alerts-ack"  # acknowledges the incidents of the selected rows
+ALERTS_ACK_COMMENT = "alerts-ack-comment"
+ALERTS_ACK_RESULT = "alerts-ack-result"
+ALERTS_DONE = "alerts-done"
 
 # Incident page
 INC_HEADER = "incident-header"

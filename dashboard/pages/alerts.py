@@ -3,10 +3,14 @@ grouped by incident — firing first, then the most severe, then the newest.
 
 Each incident shows its alerts (run, linked at the alert's step; rule; signal with its meaning;
 value and threshold in the signal's units; since when), the likely cause its first message
-carried, and who acknowledged it; its page has the timeline and the actions. Filters by project,
-severity, state and run label; the list refreshes on the dashboard's poll like the runs list.
-It reads the same query as `GET /api/v1/incidents` through the read port, within the reader's
-scope.
+carried, and who acknowledged it; its page has the timeline and the other actions. Filters by
+project, severity, state and run label; the list refreshes on the dashboard's poll like the runs
+list. It reads the same query as `GET /api/v1/incidents` through the read port, within the
+reader's scope.
+
+Rows can be selected and their incidents acknowledged at once, as an on-call person clears a
+night's list (`ACK_JS`): through the API from the browser, as the person signed in, so a
+read-only person is shown the API's refusal and every acknowledgement is in the activity log.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html
 
 from dashboard import ids
 from dashboard.access import Reader
@@ -31,6 +35,45 @@ from server.services.reads import Reads
 LIMIT = 100
 CELL = {"padding": "3px 8px", "borderBottom": "1px solid #eee", "textAlign": "left"}
 TABLE_CELL = {"textAlign": "left", "fontFamily": "sans-serif", "fontSize": "13px", "padding": "4px"}
+ROW_ID_SEP = "~"
+"""Between an incident's id and its row's number in a row id (ids never hold it)."""
+
+ACK_JS = """
+async function(clicks, selected, comment) {
+    const skip = dash_clientside.no_update;
+    const incidents = [...new Set((selected || []).map(id => id.split('__SEP__')[0]))];
+    if (!clicks) { return [skip, skip, skip]; }
+    if (!incidents.length) {
+        return ['Select the rows of the incidents to acknowledge.', skip, skip];
+    }
+    const said = [];
+    let acked = 0;
+    for (const incident of incidents) {
+        try {
+            const answer = await fetch(
+                '/api/v1/incidents/' + encodeURIComponent(incident) + '/ack',
+                {method: 'POST', credentials: 'same-origin',
+                 headers: {'Content-Type': 'application/json'},
+                 body: JSON.stringify({comment: comment || ''})});
+            if (answer.ok) { acked += 1; continue; }
+            let detail = answer.statusText;
+            try {
+                const body = await answer.json();
+                const text = typeof body.detail === 'string';
+                detail = text ? body.detail : JSON.stringify(body.detail);
+            } catch (e) {}
+            said.push('Refused (' + answer.status + ') for ' + incident + ': ' + detail);
+        } catch (e) {
+            said.push('Could not reach the server: ' + e);
+        }
+    }
+    const done = acked ? ['Acknowledged ' + acked + ' incident' + (acked > 1 ? 's' : '') +
+        ': their escalations and repeats stop.'] : [];
+    return [done.concat(said).join(' '), Date.now(), []];
+}
+""".replace("__SEP__", ROW_ID_SEP)
+"""Acknowledges the selected rows' incidents through the API as the person signed in; says how
+many were, and each refusal with the API's reason."""
 
 
 def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
@@ -66,8 +109,10 @@ def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: i
             ),
             html.Div(id=ids.ALERTS_STATUS, style={"color": "#555", "margin": "8px 0"}),
             html.Div(id=ids.ALERTS_LIST),
+            _acknowledge(),
             alerts_table(ids.ALERTS_TABLE),
             dcc.Interval(id=ids.ALERTS_POLL, interval=poll_ms),
+            dcc.Store(id=ids.ALERTS_DONE),
         ]
     )
 
@@ -79,6 +124,21 @@ def _dropdown(component: str, options: Sequence[str], value: str | None, empty: 
         value=value if value in options else None,
         placeholder=empty,
         style={"width": "220px", "display": "inline-block", "marginRight": "8px"},
+    )
+
+
+def _acknowledge() -> Any:
+    return html.Div(
+        [
+            html.Button("Acknowledge selected", id=ids.ALERTS_ACK, n_clicks=0),
+            dcc.Input(
+                id=ids.ALERTS_ACK_COMMENT,
+                placeholder="comment (optional)",
+                style={"marginLeft": "8px", "width": "260px"},
+            ),
+            html.Span(id=ids.ALERTS_ACK_RESULT, style={"marginLeft": "12px", "color": "#555"}),
+        ],
+        style={"margin": "6px 0"},
     )
 
 
@@ -120,6 +180,7 @@ def table_rows(
             headline = rows.headline(incident, now)
             out.append(
                 {
+                    "id": f"{incident.id}{ROW_ID_SEP}{n}",
                     "incident": f"[{headline}]({urls.incident_view(incident.id)})" if first else "",
                     "ack": rows.ack_line(incident) if first else "",
                     "run": f"[{alert.run_id}]({row['link']})",
@@ -141,6 +202,8 @@ def alerts_table(table_id: str) -> Any:
         ],
         data=[],
         page_size=50,
+        row_selectable="multi",
+        selected_row_ids=[],
         markdown_options={"link_target": "_self"},
         style_cell={**TABLE_CELL, "whiteSpace": "normal", "maxWidth": "360px"},
         style_header={"fontWeight": "bold"},
@@ -189,6 +252,17 @@ def incident_cards(
 
 
 def register(app: Any, reads: Reads, reader: Reader) -> None:
+    app.clientside_callback(
+        ACK_JS,
+        Output(ids.ALERTS_ACK_RESULT, "children"),
+        Output(ids.ALERTS_DONE, "data"),
+        Output(ids.ALERTS_TABLE, "selected_row_ids"),
+        Input(ids.ALERTS_ACK, "n_clicks"),
+        State(ids.ALERTS_TABLE, "selected_row_ids"),
+        State(ids.ALERTS_ACK_COMMENT, "value"),
+        prevent_initial_call=True,
+    )
+
     @app.callback(
         Output(ids.ALERTS_TABLE, "data"),
         Output(ids.ALERTS_LIST, "children"),
@@ -198,6 +272,7 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         Input(ids.ALERTS_STATE, "value"),
         Input(ids.ALERTS_LABEL, "value"),
         Input(ids.ALERTS_POLL, "n_intervals"),
+        Input(ids.ALERTS_DONE, "data"),
     )
     def draw(
         project: str | None,
@@ -205,6 +280,7 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         state: str | None,
         label: str | None,
         _poll: int | None,
+        _done: Any,
     ) -> tuple[list[dict[str, str]], Any, str]:
         text = (label or "").strip() or None
         if text is not None:

@@ -162,3 +162,59 @@ def test_on_call_in_the_browser(db_url: str, server_factory: Any, browser: Any) 
         reader.close()
     finally:
         receiver.close()
+
+
+def _run_steps(run_id: str, steps: range, **values: float) -> list[dict[str, Any]]:
+    return [{**r, "run_id": run_id} for r in _steps(steps, **values)]
+
+
+def _select_every_row(page: Any) -> None:
+    boxes = page.locator(f"{TABLE} td.dash-select-cell input")
+    for n in range(boxes.count()):
+        boxes.nth(n).check()
+
+
+def test_incidents_are_acknowledged_from_the_alerts_list(
+    db_url: str, server_factory: Any, browser: Any
+) -> None:
+    tokens = _tokens(db_url)
+    server = server_factory(db_url, args=["--refresh-s", str(REFRESH_S)])
+    server.token = tokens["admin"]
+    for run_id in ("a", "b"):
+        _send(server, _run_steps(run_id, range(40)), run=run_upsert(run_id, project="p"))
+        _send(server, _run_steps(run_id, range(40, 44), k3_kl=0.2))
+    open_ids = lambda: {i["id"] for i in server.query("/api/v1/incidents")["data"]}  # noqa: E731
+    assert wait_for(lambda: len(open_ids()) == 2, 30)
+
+    # A read-only person selects both and is refused, with why; nothing is acknowledged.
+    reader = _signed_in(browser, server.url, tokens["read"])
+    page = reader.new_page()
+    page.goto(server.url + urls.ALERTS)
+    wait_for(lambda: _text(page, TABLE, "run b"), 30)
+    _select_every_row(page)
+    page.click(f"#{ids.ALERTS_ACK}")
+    refused = wait_for(lambda: _text(page, f"#{ids.ALERTS_ACK_RESULT}", "Refused (403)"), 30)
+    assert refused.count("Refused (403)") == 2 and "admin" in refused
+    assert all(i["acknowledged"] is None for i in server.query("/api/v1/incidents")["data"])
+    reader.close()
+
+    # An admin acknowledges both at once, with a comment; the list says so without a reload.
+    admin = _signed_in(browser, server.url, tokens["admin"])
+    page = admin.new_page()
+    page.goto(server.url + urls.ALERTS)
+    page.click(f"#{ids.ALERTS_ACK}")  # nothing selected yet: told what to do
+    wait_for(lambda: _text(page, f"#{ids.ALERTS_ACK_RESULT}", "Select the rows"), 30)
+    wait_for(lambda: _text(page, TABLE, "run b"), 30)
+    _select_every_row(page)
+    page.fill(f"#{ids.ALERTS_ACK_COMMENT}", "night shift has it")
+    page.click(f"#{ids.ALERTS_ACK}")
+    wait_for(lambda: _text(page, f"#{ids.ALERTS_ACK_RESULT}", "Acknowledged 2 incidents"), 30)
+    listed = wait_for(lambda: _text(page, TABLE, "night shift has it"), 30)
+    assert listed.count(f"acknowledged by token {tokens['admin_id']}") == 2
+    acks = [i["acknowledged"] for i in server.query("/api/v1/incidents")["data"]]
+    assert [(a["by"], a["comment"]) for a in acks] == [
+        (f"token:{tokens['admin_id']}", "night shift has it")
+    ] * 2
+    changes = server.query("/api/v1/changes?kind=incident")["data"]
+    assert len(changes) == 2
+    admin.close()
