@@ -41,3 +41,19 @@ def test_a_non_finite_value_after_finite_history_is_an_excursion() -> None:
 
 def test_too_little_history_decides_nothing() -> None:
     assert excursion(1.0, 3, [1e-3, 1e-3, math.nan, math.inf]) is None
+
+
+def test_the_breachs_own_earlier_steps_are_not_the_runs_level() -> None:
+    # A rule that fires on a spike's fourth step has its first three in the history.
+    history = [*_history(40), 0.2, 0.21, 0.19]
+    found = excursion(0.2, 43, history)
+    assert found is not None
+    assert found.steps == 40 and found.baseline < 1.3e-3 + 1e-12
+    assert found.factor > 150
+
+
+def test_a_run_that_lives_high_is_its_own_level() -> None:
+    # Forty steps at a level are the run's level, whatever came before; only the breach's last
+    # fifty steps at most are ever set aside.
+    history = _history(40) + [0.2] * 60
+    assert excursion(0.2, 100, history) is None
