@@ -16,6 +16,7 @@ Create Date: 2026-11-28
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,10 +33,21 @@ _rules = sa.table("alarm_rules", sa.column("name"), sa.column("label"))
 _KEY = "mismatch.moe"
 _NOT_MOE = "!mismatch.moe"
 _DENSE_CEILINGS = ("vllm-kl high", "vllm-kl far beyond")
-_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_COUNTS = (
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+    "num_moe_experts",
+    "expert_model_parallel_size",
+)
 _PER_TOKEN = ("num_experts_per_tok", "moe_router_topk", "moe_topk")
 _FAMILIES = ("moe", "mixtral", "deepseek_v2", "deepseek_v3", "dbrx", "gpt_oss")
 _NAMED_BY = ("model_type", "architectures", "architecture")
+_RELEASES = re.compile(
+    r"moe|mixtral|deepseek-v[23]|deepseek-r1|gpt-oss|kimi-k2|glm-4\.[56]|qwen3-next"
+    r"|\d+x\d+b|-a\d+(\.\d+)?b(\b|_|-)"
+)
 _REPLAY = (
     "routing_replay",
     "router_replay",
@@ -44,16 +56,21 @@ _REPLAY = (
     "moe_routing_replay",
     "r3",
 )
+_ON = {"true", "1", "yes", "on"}
+_OFF = {"", "null", "none", "false", "0", "no", "off", "disabled", "disable"}
 
 
-def _leaves(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
+def _leaves(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key path, leaf, value text), lower case, as the server read configs at this revision."""
+    out: list[tuple[str, str, str]] = []
     for key, value in config.items():
+        path = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
-            out.extend(_leaves(value))
-        else:
-            text = value if isinstance(value, str) else json.dumps(value, default=str)
-            out.append((str(key).lower(), text.strip().strip('"').strip().lower()))
+            out.extend(_leaves(value, path + "."))
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        leaf = path.rsplit(".", 1)[-1].lower()
+        out.append((path.lower(), leaf, text.strip().strip('"').strip().lower()))
     return out
 
 
@@ -64,18 +81,32 @@ def _number(text: str) -> float:
         return 0.0
 
 
+def _moe(leaf: str, text: str) -> bool:
+    if leaf in _COUNTS:
+        return _number(text) > 1
+    if leaf in _PER_TOKEN:
+        return _number(text) > 0
+    if leaf in _NAMED_BY:
+        return any(f in text for f in _FAMILIES)
+    if "model" in leaf or leaf.endswith("path") or leaf in ("pretrain", "base"):
+        return _RELEASES.search(text) is not None and "distill" not in text
+    return False
+
+
+def _replay(key: str, leaf: str, text: str) -> bool:
+    if leaf in _REPLAY:
+        return text in _ON
+    in_replay = "router_replay" in key or "routing_replay" in key
+    return in_replay and leaf in ("mode", "enable", "enabled") and text not in _OFF
+
+
 def _label(config: Mapping[str, Any]) -> str | None:
     found: dict[str, str] = {}
     replay = False
-    for leaf, text in _leaves(config):
-        moe = (
-            (leaf in _COUNTS and _number(text) > 1)
-            or (leaf in _PER_TOKEN and _number(text) > 0)
-            or (leaf in _NAMED_BY and any(f in text for f in _FAMILIES))
-        )
-        if moe:
+    for key, leaf, text in _leaves(config):
+        if _moe(leaf, text):
             found.setdefault(leaf, f"{leaf}={text}")
-        replay = replay or (leaf in _REPLAY and text in {"true", "1", "yes", "on"})
+        replay = replay or _replay(key, leaf, text)
     if not found:
         return None
     return ", ".join([*found.values(), *(["routing_replay=on"] if replay else [])])[:200]

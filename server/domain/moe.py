@@ -10,17 +10,26 @@ but does not bring MoE to dense levels. A dense ceiling (0.025) on an MoE run fi
 steps and teaches the on-call person to mute it; the MoE pack (`server/alarms/correction_pack.py`)
 watches those runs at their own levels and the dense rules leave them (`!mismatch.moe`).
 
-Recognised, by the last component of a config key (`parity.flatten`), case apart: an expert
-count above 1 (`num_experts`, `num_local_experts`, `n_routed_experts`, `moe_num_experts`), a
-number of experts per token (`num_experts_per_tok`, `moe_router_topk`, `moe_topk`), or a model
-type or architecture that names an MoE family (`qwen3_moe`, `Qwen3MoeForCausalLM`, `mixtral`,
-`deepseek_v3`, `dbrx`, `gpt_oss`). Whether the run replays the rollout's routes is read too
-(`routing_replay`, `router_replay`, `enable_routing_replay`, `use_routing_replay`, `r3`) and
-shown in the label's value, so a reader sees "MoE with replay" at a glance.
+Recognised, by the last component of a config key (`parity.flatten`), case apart:
+- an expert count above 1 (`num_experts`, `num_local_experts`, `n_routed_experts`,
+  `moe_num_experts`, Megatron's `num_moe_experts`), or expert parallelism above 1
+  (`expert_model_parallel_size`, which only an MoE model has);
+- a number of experts per token (`num_experts_per_tok`, `moe_router_topk`, `moe_topk`);
+- a model type or architecture that names an MoE family (`qwen3_moe`, `Qwen3MoeForCausalLM`,
+  `mixtral`, `deepseek_v3`, `dbrx`, `gpt_oss`);
+- most often, since a trainer's config records the model's path and not its architecture, a
+  model path or name of an MoE release: `Qwen3-30B-A3B` (an active-parameter suffix),
+  `Mixtral-8x7B`, `DeepSeek-V3`, `gpt-oss-20b`, `OLMoE`, `Kimi-K2`, `GLM-4.5`, `Qwen3-Next`
+  (distilled dense models such as `DeepSeek-R1-Distill-Qwen-7B` are not).
+Whether the run replays the rollout's routes is read too — a switch (`routing_replay`,
+`router_replay`, `enable_routing_replay`, `use_routing_replay`, `r3`) or verl's
+`router_replay.mode` (`R2`, `R3`; `disabled` is off) — and shown in the label's value, so a
+reader sees "MoE with replay" at a glance.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,13 +43,22 @@ COUNTS: tuple[str, ...] = (
     "num_local_experts",
     "n_routed_experts",
     "moe_num_experts",
+    "num_moe_experts",
+    "expert_model_parallel_size",
 )
-"""Leaf names (lower case) of an expert count: MoE when above 1."""
+"""Leaf names (lower case) of an expert count (or expert parallelism): MoE when above 1."""
 PER_TOKEN: tuple[str, ...] = ("num_experts_per_tok", "moe_router_topk", "moe_topk")
 """Leaf names (lower case) of the experts each token is routed to: MoE when above 0."""
 FAMILIES: tuple[str, ...] = ("moe", "mixtral", "deepseek_v2", "deepseek_v3", "dbrx", "gpt_oss")
 """Substrings of a `model_type` or an architecture name (lower case) that name an MoE family."""
 NAMED_BY: tuple[str, ...] = ("model_type", "architectures", "architecture")
+RELEASES = re.compile(
+    r"moe|mixtral|deepseek-v[23]|deepseek-r1|gpt-oss|kimi-k2|glm-4\.[56]|qwen3-next"
+    r"|\d+x\d+b|-a\d+(\.\d+)?b(\b|_|-)"
+)
+"""Names of MoE releases, as a model path or name spells them (lower case)."""
+DENSE_RELEASES = re.compile(r"distill")
+"""Dense models named after an MoE one (DeepSeek-R1's distillations)."""
 REPLAY: tuple[str, ...] = (
     "routing_replay",
     "router_replay",
@@ -51,6 +69,11 @@ REPLAY: tuple[str, ...] = (
 )
 """Leaf names (lower case) of a switch that turns rollout routing replay on."""
 _ON = frozenset({"true", "1", "yes", "on"})
+_OFF = frozenset({"", "null", "none", "false", "0", "no", "off", "disabled", "disable"})
+
+
+def _names_a_model(leaf: str) -> bool:
+    return "model" in leaf or leaf.endswith("path") or leaf in ("pretrain", "base")
 
 
 def _text(value: str) -> str:
@@ -72,7 +95,16 @@ def _says_moe(leaf: str, text: str) -> bool:
         return number is not None and number > 0
     if leaf in NAMED_BY:
         return any(family in text for family in FAMILIES)
+    if _names_a_model(leaf):
+        return RELEASES.search(text) is not None and DENSE_RELEASES.search(text) is None
     return False
+
+
+def _says_replay(key: str, leaf: str, text: str) -> bool:
+    if leaf in REPLAY:
+        return text in _ON
+    in_replay = any(name in key for name in ("router_replay", "routing_replay"))
+    return in_replay and leaf in ("mode", "enable", "enabled") and text not in _OFF
 
 
 def moe(config: Mapping[str, Any]) -> list[str]:
@@ -85,7 +117,7 @@ def moe(config: Mapping[str, Any]) -> list[str]:
         text = _text(value)
         if _says_moe(leaf, text):
             found.setdefault(leaf, f"{leaf}={text}")
-        replay = replay or (leaf in REPLAY and text in _ON)
+        replay = replay or _says_replay(key.lower(), leaf, text)
     if not found:
         return []
     return [*found.values(), *(["routing_replay=on"] if replay else [])]

@@ -90,6 +90,26 @@ def test_an_moe_run_beyond_moe_levels_fires_the_moe_ceilings(tmp_path: Path) -> 
             {"model": {"architectures": ["MixtralForCausalLM"]}},
             ['architectures=["mixtralforcausallm"]'],
         ),
+        ({"model": {"path": "Qwen/Qwen3-30B-A3B"}}, ["path=qwen/qwen3-30b-a3b"]),
+        (
+            {"model_name_or_path": "mistralai/Mixtral-8x7B-v0.1"},
+            ["model_name_or_path=mistralai/mixtral-8x7b-v0.1"],
+        ),
+        (
+            {"model": {"path": "zai-org/GLM-4.5-Air"}, "router_replay": {"mode": "R3"}},
+            [
+                "path=zai-org/glm-4.5-air",
+                "routing_replay=on",
+            ],
+        ),
+        (
+            {"model": "openai/gpt-oss-20b", "router_replay": {"mode": "disabled"}},
+            ["model=openai/gpt-oss-20b"],
+        ),
+        ({"megatron": {"expert_model_parallel_size": 8}}, ["expert_model_parallel_size=8"]),
+        ({"model": {"path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"}}, []),
+        ({"model": {"path": "Qwen/Qwen2.5-7B-Instruct"}}, []),
+        ({"megatron": {"expert_model_parallel_size": 1}}, []),
         ({"model": {"num_experts": 1, "model_type": "qwen2"}}, []),
         ({"model": {"num_experts": "none"}}, []),
         ({"routing_replay": True}, []),  # replay alone does not make a model MoE
@@ -117,6 +137,10 @@ def test_runs_and_rules_stored_before_get_moe_levels_on_upgrade_and_lose_them_ba
     stored = {
         "moe": ('{"team": "a"}', '{"model": {"model_type": "qwen3_moe"}}'),
         "dense": ('{"team": "b"}', '{"model": {"model_type": "llama"}}'),
+        "path": (
+            "{}",
+            '{"model": {"path": "Qwen/Qwen3-30B-A3B"}, "router_replay": {"mode": "R3"}}',
+        ),
     }
     rules = {
         "r1": ("vllm-kl high", None),
@@ -159,10 +183,14 @@ def test_runs_and_rules_stored_before_get_moe_levels_on_upgrade_and_lose_them_ba
     finally:
         database.dispose()
     assert up == (
-        [("dense", {"team": "b"}), ("moe", {"team": "a", MOE_LABEL: "model_type=qwen3_moe"})],
+        [
+            ("dense", {"team": "b"}),
+            ("moe", {"team": "a", MOE_LABEL: "model_type=qwen3_moe"}),
+            ("path", {MOE_LABEL: "path=qwen/qwen3-30b-a3b, routing_replay=on"}),
+        ],
         [("r1", f"!{MOE_LABEL}"), ("r2", f"!{MOE_LABEL}"), ("r3", "team=a"), ("r4", None)],
     )
     assert down == (
-        [("dense", {"team": "b"}), ("moe", {"team": "a"})],
+        [("dense", {"team": "b"}), ("moe", {"team": "a"}), ("path", {})],
         [("r1", None), ("r2", None), ("r3", "team=a"), ("r4", None)],
     )
