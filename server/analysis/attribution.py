@@ -28,7 +28,8 @@ each hypothesis from the checks that bear on it:
 - `routing_replay`: routing replay's active or valid share below 0.9, or its fallback above 5%.
 - `growing_gap`: the signal's rank correlation with the step above 0.8, its last third ten
   times its first, with no fingerprint of another mode.
-- `normal_noise`: `level` within the healthy bound (or near the project's reference run) and no
+- `normal_noise`: `level` within the healthy bound (an MoE run's own, a hundred times higher,
+  where its config records an MoE model), or near the project's reference run, and no
   fingerprint.
 - `unknown`: a level above healthy and no fingerprint.
 
@@ -66,6 +67,7 @@ from server.analysis.attribution_config import (
     config_weight,
 )
 from server.domain import signal_views, signals
+from server.domain.moe import moe
 
 __all__ = ["Attribution", "Bucket", "Check", "ConfigNote", "GpuContrast", "Hypothesis"]
 __all__ += ["CONFIG_RULES", "CONFIG_WEIGHT", "TITLES", "Mode", "Reference", "Trace"]
@@ -146,6 +148,8 @@ def run_checks(trace: Trace) -> tuple[Check, ...]:
     ratio_family = family == signals.RATIO
     head = signals.BY_METRIC.get(trace.signal or "")
     raw = list(checks.finite(trace.get(trace.signal or "")).values())
+    mixture = not ratio_family and bool(moe(trace.config))
+    healthy_k3 = checks.HEALTHY_K3_MOE if mixture else checks.HEALTHY_K3
     return (
         checks.mean_offset(
             trace.get("k3_kl"),
@@ -162,11 +166,12 @@ def run_checks(trace: Trace) -> tuple[Check, ...]:
         checks.gpu_contrast(trace.gpu),
         checks.level(
             signal,
-            healthy=checks.HEALTHY_RATIO if ratio_family else checks.HEALTHY_K3,
+            healthy=checks.HEALTHY_RATIO if ratio_family else healthy_k3,
             unit="ratio drift ×1e4" if ratio_family else "k3",
             reference=trace.reference,
             own=head,
             near=float(np.median(raw)) if raw else math.nan,
+            bound_name="the healthy bound of MoE runs" if mixture else "the healthy bound",
         ),
     )
 

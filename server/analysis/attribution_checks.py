@@ -62,8 +62,9 @@ LAG_RHO = 0.6
 """Spearman ρ ≥ 0.6 over ≥ 10 steps has a chance probability under 5% without a link."""
 HEALTHY_K3 = 1e-3
 """The highest k3 the field calls healthy on dense bf16 runs (METRICS.md: LMSYS 1e-5 … 1e-3,
-NeMo-RL "below 1e-3 acceptable"); MoE runs sit higher, so a level above it is a look, not a
-verdict."""
+NeMo-RL "below 1e-3 acceptable")."""
+HEALTHY_K3_MOE = 1e-1
+"""The same for runs whose config records an MoE model (`server.domain.moe`): LMSYS 1e-3 … 1e-1."""
 HEALTHY_RATIO = RATIO_DRIFT
 REFERENCE_FACTOR = 10.0
 """A run within ×10 of its project's reference run (the project's healthy baseline, `mismatch
@@ -347,6 +348,7 @@ def level(
     reference: Reference | None = None,
     own: signals.Signal | None = None,
     near: float = math.nan,
+    bound_name: str = "the healthy bound",
 ) -> Check:
     """The signal's median on its family's scale against the healthy bound: over the whole
     range or its latest tenth, whichever is further out (`further_out`). Where the project's
@@ -358,7 +360,7 @@ def level(
     if not values:
         return not_run("level", healthy, "finite values of a mismatch signal")
     overall, median = further_out(values)
-    bound, bound_is = healthy, f"the healthy bound {fmt(healthy)}"
+    bound, bound_is = healthy, f"{bound_name} {fmt(healthy)}"
     if reference is not None and 0 < REFERENCE_FACTOR * abs(reference.level) < healthy:
         bound = REFERENCE_FACTOR * abs(reference.level)
         bound_is = (

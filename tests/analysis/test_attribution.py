@@ -459,3 +459,16 @@ def test_concentration_at_a_healthy_level_is_not_a_penalty() -> None:
     result = attribute(Trace("k3_kl", series, reference=checks.Reference("parity-0", FLOOR)))
     assert by_name(Trace("k3_kl", series))["token_concentration"].passed is True
     assert result.top.mode == "normal_noise"
+
+
+def test_an_moe_runs_level_is_read_against_the_moe_bound() -> None:
+    # k3 at 3e-2 with consistent k1: above the dense bound, inside the MoE one (1e-3 … 1e-1).
+    k3 = noisy(3e-2, seed=31)
+    series = {"k3_kl": k3, "k1_kl": consistent_k1(k3, seed=32)}
+    dense = attribute(Trace("k3_kl", series, config={"model.path": "Qwen/Qwen2.5-7B"}))
+    mixture = attribute(Trace("k3_kl", series, config={"model.path": "Qwen/Qwen3-30B-A3B"}))
+    assert dense.top.mode == "unknown"
+    assert mixture.top.mode == "normal_noise"
+    level = {c.name: c for c in mixture.checks}["level"]
+    assert level.passed is True and level.threshold == checks.HEALTHY_K3_MOE
+    assert "the healthy bound of MoE runs 0.1" in level.sentence
