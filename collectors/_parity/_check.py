@@ -71,8 +71,8 @@ def parity(
     weights (step 1); when the cache was kept, step 2 resets it and samples once more.
     `exemplars`: tokens kept per phase (top |d| and a uniform sample, ≤ 512 each).
     `full_distribution`: compare whole next-token distributions too (`_distribution`).
-    `self_batch_sizes`: before step 0, the same requests alone and this many per call, each
-    compared with the alone ones (`_self`); empty to skip.
+    `self_batch_sizes`: after step 0, on its weights, the same requests alone and this many per
+    call, each compared with the alone ones (`_self`); empty to skip.
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0: greedy sampling has no distribution to compare")
@@ -94,10 +94,10 @@ def parity(
         llm = start(model, options)
     try:
         config = effective_config(llm, sampling)
-        selves = self_check(llm, texts, sampling, self_batch_sizes, full=options.full_distribution)
-        found = _phases(llm, trainer, texts, sampling, config, k, weight_update=weight_update,
-                        reset_prefix_cache=reset_prefix_cache, perturbation=perturbation,
-                        seed=seed, full=options.full_distribution)  # fmt: skip
+        found, selves = _phases(llm, trainer, texts, sampling, config, k,
+                                weight_update=weight_update, reset_prefix_cache=reset_prefix_cache,
+                                perturbation=perturbation, seed=seed,
+                                full=options.full_distribution, sizes=self_batch_sizes)  # fmt: skip
     finally:
         if owned:
             stop(llm)
@@ -158,14 +158,17 @@ def _phases(
     perturbation: float,
     seed: int,
     full: bool = False,
-) -> list[Any]:
-    """Plain sampling (step 0), then, with a weight update, the same prompts after the push
-    (step 1) and, when the prefix cache was kept, after resetting it (step 2)."""
+    sizes: Sequence[int] = (),
+) -> tuple[list[Any], tuple[SelfBatch, ...]]:
+    """Plain sampling (step 0) and the engine against itself on the same weights, then, with a
+    weight update, the same prompts after the push (step 1) and, when the prefix cache was
+    kept, after resetting it (step 2)."""
     found = [
         _phase(0, "plain sampling", sample(llm, texts, sampling, full=full), trainer, sampling, k)
     ]
+    selves = self_check(llm, texts, sampling, sizes, full=full)
     if weight_update == "none":
-        return found
+        return found, selves
     if weight_update == "perturbed":
         perturbed(trainer, perturbation, seed)
     push_weights(llm, dict(trainer.state_dict()), reset_prefix_cache=reset_prefix_cache)
@@ -178,7 +181,7 @@ def _phases(
         llm.reset_prefix_cache()
         name = f"after pushing {weight_update} weights, then resetting the prefix cache"
         found.append(_phase(2, name, sample(llm, texts, sampling, full=full), trainer, sampling, k))
-    return found
+    return found, selves
 
 
 def _check_sampler_only(sampling: Sampling) -> None:

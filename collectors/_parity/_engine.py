@@ -123,19 +123,28 @@ def sample_grouped(
 ) -> tuple[Batch, int | None]:
     """The same sequences `sample` draws — prompt by prompt, sample j with seed + j, as vLLM
     seeds the j-th of n — sent as one request each, `group` requests per `generate` call, so
-    that the engine runs them `group` at a time. The prefix cache is reset before each call:
-    every group computes its own prompts rather than reusing another group's. Also returns the
-    most sequences the engine ran in one step (None where its scheduler cannot be watched)."""
+    that the engine runs them `group` at a time. No request reads the prefix cache (where vLLM
+    cannot skip it per request, the cache is reset before each call): every group computes its
+    own prompts. Also returns the most sequences the engine ran in one step (None where its
+    scheduler cannot be watched)."""
     requests = [(text, sampling.seed + j) for text in prompts for j in range(sampling.samples)]
+    skip = _can_skip_prefix_cache()
     batch = Batch([], [], [], [] if full else None)
     with observed_steps(llm) as steps:
         for first in range(0, len(requests), group):
             chunk = requests[first : first + group]
-            params = [_params(sampling, n=1, seed=seed, full=full) for _, seed in chunk]
-            llm.reset_prefix_cache()
+            params = [_params(sampling, n=1, seed=seed, full=full, fresh=skip) for _, seed in chunk]
+            if not skip:
+                llm.reset_prefix_cache()
             _collect(batch, llm.generate([text for text, _ in chunk], params, use_tqdm=False))
-        llm.reset_prefix_cache()  # what runs next computes its own prompts too
     return batch, (max(steps) if steps else None)
+
+
+def _can_skip_prefix_cache() -> bool:
+    """Whether this vLLM lets a request skip reading the prefix cache (0.11 onwards)."""
+    from vllm import SamplingParams
+
+    return "skip_reading_prefix_cache" in getattr(SamplingParams, "__struct_fields__", ())
 
 
 @contextlib.contextmanager
@@ -163,10 +172,13 @@ def observed_steps(llm: Any) -> Iterator[list[int]]:
         scheduler.schedule = original
 
 
-def _params(sampling: Sampling, *, n: int, seed: int, full: bool) -> Any:
+def _params(sampling: Sampling, *, n: int, seed: int, full: bool, fresh: bool = False) -> Any:
+    """vLLM's sampling parameters; `fresh`: the request computes its whole prompt itself."""
     from vllm import SamplingParams
 
+    skip: dict[str, Any] = {"skip_reading_prefix_cache": True} if fresh else {}
     return SamplingParams(
+        **skip,
         n=n,
         temperature=sampling.temperature,
         top_p=sampling.top_p,
