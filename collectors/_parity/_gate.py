@@ -18,9 +18,10 @@ Defaults, from measurements and the field (METRICS.md, "Healthy magnitudes"):
   exact-parity): invariance is exact or it is broken, and at 0 a token sampled differently or a
   distribution that moved at all fails too. Otherwise 1 nat: rounding moves a token's logprob
   by its logit's rounding, a few hundredths in bf16 (8 bits of mantissa on a logit of 20 is
-  0.06) — measured here 3e-6 in fp32 and 7e-5 in bf16 on the tiny model — while a batching bug
-  (a request attending to another's tokens, a padding or mask error, a kernel wrong for one
-  batch shape) moves whole nats. Set it to your engine's measured level to hold it there.
+  0.06) — on the tiny model on a CPU, 3e-6 in fp32 and 3e-3 in bf16 over 160-token
+  completions — while a batching bug (a request attending to another's tokens, a padding or
+  mask error, a kernel wrong for one batch shape) moves whole nats. Set it to your engine's
+  measured level to hold it there.
 A non-finite value always fails: NaN is a broken engine, not a pass.
 
 A failure is explained by the settings known to cause one, the most likely first. A sampler-only

@@ -1,5 +1,7 @@
 """The engine against itself: the same requests, with the same seeds, sent alone (a batch of 1
-request per call, the reference) and batched together, compared token by token.
+request per call, the reference) and batched together, compared token by token — after the
+check's step 0, on its weights, each request computing its own prompt (none reads the prefix
+cache, so a group never reuses what another group computed).
 
 A trainer never sees the batch a rollout was sampled in. If the engine's numerics depend on it
 — which kernels run, how a reduction is split, a matrix–vector instead of a matrix–matrix
