@@ -146,7 +146,8 @@ def self_exceeded(report: ParityReport, limit: float) -> list[Exceeded]:
 
 def batch_dependent(report: ParityReport, itself: list[Exceeded]) -> str:
     """What the engine disagreeing with itself means, for the team reading the gate."""
-    worst = max(itself, key=lambda x: x.value if math.isfinite(x.value) else math.inf)
+    logp = [x for x in itself if x.metric == "self_logp_diff_max"] or itself
+    worst = max(logp, key=lambda x: x.value if math.isfinite(x.value) else math.inf)
     seen = f"{worst.metric} = {worst.value:.3g} for the {worst.phase}"
     if _on(report.engine.get("batch_invariant")):
         return (

@@ -131,6 +131,8 @@ def test_a_batch_invariant_engine_is_held_to_zero_and_to_the_same_tokens() -> No
     assert "invariance does not hold" in gate.suspicious["engine.batch_invariant"]
     exact_but_diverged = evaluate(report(0.0, diverged=1.0, invariant=True))
     assert [x.metric for x in exact_but_diverged.exceeded] == ["self_diverged"]
+    both = evaluate(report(3.3e-6, diverged=2.0, invariant=True)).suspicious
+    assert "self_logp_diff_max = 3.3e-06 for the batch of 16" in both["engine.batch_invariant"]
     assert evaluate(report(0.0, invariant=True)).passed
     # past 0, a divergence follows from rounding near a sampling boundary: reported, not gated
     assert evaluate(report(1e-6, diverged=1.0), max_self_logp_diff=1e-3).passed
