@@ -1,7 +1,7 @@
 """`collectors._parity(...)`: sample with a real vLLM engine, recompute the same tokens with the
 trainer's forward pass, and report every mismatch metric per phase (plain sampling, then after
-an in-place weight update when asked), with buckets, token exemplars and the engine's effective
-configuration."""
+an in-place weight update when asked), with buckets, token exemplars, the engine against itself
+across batch sizes (`_self`) and the engine's effective configuration."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from collectors._parity._engine import (
     stop,
 )
 from collectors._parity._prompts import BUILTIN_PROMPTS, load_prompts
-from collectors._parity._report import ParityReport, Phase
+from collectors._parity._report import ParityReport, Phase, SelfBatch
+from collectors._parity._self import DEFAULT_BATCH_SIZES, self_check
 from collectors._parity._trainer import distributions, load_model, perturbed, score
 
 WeightUpdate = Literal["none", "same", "perturbed"]
@@ -53,6 +54,7 @@ def parity(
     perturbation: float = 0.3,
     exemplars: int = 32,
     full_distribution: bool = False,
+    self_batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
 ) -> ParityReport:
     """Check a local Hugging Face model directory's engine against its trainer recomputation.
 
@@ -69,6 +71,8 @@ def parity(
     weights (step 1); when the cache was kept, step 2 resets it and samples once more.
     `exemplars`: tokens kept per phase (top |d| and a uniform sample, ≤ 512 each).
     `full_distribution`: compare whole next-token distributions too (`_distribution`).
+    `self_batch_sizes`: after step 0, on its weights, the same requests alone and this many per
+    call, each compared with the alone ones (`_self`); empty to skip.
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0: greedy sampling has no distribution to compare")
@@ -90,26 +94,43 @@ def parity(
         llm = start(model, options)
     try:
         config = effective_config(llm, sampling)
-        found = _phases(llm, trainer, texts, sampling, config, k, weight_update=weight_update,
-                        reset_prefix_cache=reset_prefix_cache, perturbation=perturbation,
-                        seed=seed, full=options.full_distribution)  # fmt: skip
+        found, selves = _phases(llm, trainer, texts, sampling, config, k,
+                                weight_update=weight_update, reset_prefix_cache=reset_prefix_cache,
+                                perturbation=perturbation, seed=seed,
+                                full=options.full_distribution, sizes=self_batch_sizes)  # fmt: skip
     finally:
         if owned:
             stop(llm)
     phases = tuple(_with_text(p, tokenizer) for p in found)
-    tokens = sum(int(p.metrics.get("tokens", 0)) for p in phases)
+    setup = {"prompts": len(texts), "samples": samples, "weight_update": weight_update,
+             "reset_prefix_cache": reset_prefix_cache, "perturbation": perturbation}  # fmt: skip
+    return _report(phases, selves, config, trainer_dtype, setup)
+
+
+def _report(
+    phases: tuple[Phase, ...],
+    selves: tuple[SelfBatch, ...],
+    engine: dict[str, Any],
+    trainer_dtype: str,
+    setup: dict[str, Any],
+) -> ParityReport:
+    """The report, its `parity` section saying what the check did (the weight-update options
+    only where an update ran, the batch sizes compared with the engine alone)."""
+    update = setup["weight_update"]
     return ParityReport(
         phases=phases,
-        engine=config,
+        engine=engine,
         trainer={"dtype": trainer_dtype, "framework": "transformers"},
         parity={
-            "prompts": len(texts),
-            "tokens": tokens,
-            "samples": samples,
-            "weight_update": weight_update,
-            "reset_prefix_cache": reset_prefix_cache if weight_update != "none" else None,
-            "perturbation": perturbation if weight_update == "perturbed" else None,
+            "prompts": setup["prompts"],
+            "tokens": sum(int(p.metrics.get("tokens", 0)) for p in phases),
+            "samples": setup["samples"],
+            "weight_update": update,
+            "reset_prefix_cache": setup["reset_prefix_cache"] if update != "none" else None,
+            "perturbation": setup["perturbation"] if update == "perturbed" else None,
+            "self_batch_sizes": [b.batch_size for b in selves],
         },
+        self_batches=selves,
     )
 
 
@@ -137,14 +158,17 @@ def _phases(
     perturbation: float,
     seed: int,
     full: bool = False,
-) -> list[Any]:
-    """Plain sampling (step 0), then, with a weight update, the same prompts after the push
-    (step 1) and, when the prefix cache was kept, after resetting it (step 2)."""
+    sizes: Sequence[int] = (),
+) -> tuple[list[Any], tuple[SelfBatch, ...]]:
+    """Plain sampling (step 0) and the engine against itself on the same weights, then, with a
+    weight update, the same prompts after the push (step 1) and, when the prefix cache was
+    kept, after resetting it (step 2)."""
     found = [
         _phase(0, "plain sampling", sample(llm, texts, sampling, full=full), trainer, sampling, k)
     ]
+    selves = self_check(llm, texts, sampling, sizes, full=full)
     if weight_update == "none":
-        return found
+        return found, selves
     if weight_update == "perturbed":
         perturbed(trainer, perturbation, seed)
     push_weights(llm, dict(trainer.state_dict()), reset_prefix_cache=reset_prefix_cache)
@@ -157,7 +181,7 @@ def _phases(
         llm.reset_prefix_cache()
         name = f"after pushing {weight_update} weights, then resetting the prefix cache"
         found.append(_phase(2, name, sample(llm, texts, sampling, full=full), trainer, sampling, k))
-    return found
+    return found, selves
 
 
 def _check_sampler_only(sampling: Sampling) -> None:

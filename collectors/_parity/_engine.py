@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,10 +112,74 @@ def sample(llm: Any, prompts: Sequence[str], sampling: Sampling, *, full: bool =
     """The prompts' completions; with `full`, the engine's whole next-token distribution at
     each sampled position too (vLLM's logprobs=-1, which needs an engine started with
     max_logprobs=-1: `EngineOptions.full_distribution`)."""
+    params = _params(sampling, n=sampling.samples, seed=sampling.seed, full=full)
+    batch = Batch([], [], [], [] if full else None)
+    _collect(batch, llm.generate(list(prompts), params, use_tqdm=False))
+    return batch
+
+
+def sample_grouped(
+    llm: Any, prompts: Sequence[str], sampling: Sampling, *, group: int, full: bool = False
+) -> tuple[Batch, int | None]:
+    """The same sequences `sample` draws — prompt by prompt, sample j with seed + j, as vLLM
+    seeds the j-th of n — sent as one request each, `group` requests per `generate` call, so
+    that the engine runs them `group` at a time. No request reads the prefix cache (where vLLM
+    cannot skip it per request, the cache is reset before each call): every group computes its
+    own prompts. Also returns the most sequences the engine ran in one step (None where its
+    scheduler cannot be watched)."""
+    requests = [(text, sampling.seed + j) for text in prompts for j in range(sampling.samples)]
+    skip = _can_skip_prefix_cache()
+    batch = Batch([], [], [], [] if full else None)
+    with observed_steps(llm) as steps:
+        for first in range(0, len(requests), group):
+            chunk = requests[first : first + group]
+            params = [_params(sampling, n=1, seed=seed, full=full, fresh=skip) for _, seed in chunk]
+            if not skip:
+                llm.reset_prefix_cache()
+            _collect(batch, llm.generate([text for text, _ in chunk], params, use_tqdm=False))
+    return batch, (max(steps) if steps else None)
+
+
+def _can_skip_prefix_cache() -> bool:
+    """Whether this vLLM lets a request skip reading the prefix cache (0.11 onwards)."""
     from vllm import SamplingParams
 
-    params = SamplingParams(
-        n=sampling.samples,
+    return "skip_reading_prefix_cache" in getattr(SamplingParams, "__struct_fields__", ())
+
+
+@contextlib.contextmanager
+def observed_steps(llm: Any) -> Iterator[list[int]]:
+    """The number of sequences the engine scheduled in each step while inside: read from the
+    scheduler of an in-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=0), whose `schedule` is
+    wrapped for the time being; empty where the scheduler runs in another process."""
+    steps: list[int] = []
+    core = getattr(getattr(llm.llm_engine, "engine_core", None), "engine_core", None)
+    scheduler = getattr(core, "scheduler", None)
+    if scheduler is None or not hasattr(scheduler, "schedule"):
+        yield steps
+        return
+    original = scheduler.schedule
+
+    def schedule(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        steps.append(len(getattr(out, "num_scheduled_tokens", ()) or ()))
+        return out
+
+    scheduler.schedule = schedule
+    try:
+        yield steps
+    finally:
+        scheduler.schedule = original
+
+
+def _params(sampling: Sampling, *, n: int, seed: int, full: bool, fresh: bool = False) -> Any:
+    """vLLM's sampling parameters; `fresh`: the request computes its whole prompt itself."""
+    from vllm import SamplingParams
+
+    skip: dict[str, Any] = {"skip_reading_prefix_cache": True} if fresh else {}
+    return SamplingParams(
+        **skip,
+        n=n,
         temperature=sampling.temperature,
         top_p=sampling.top_p,
         top_k=sampling.top_k if sampling.top_k > 0 else -1,
@@ -125,10 +189,12 @@ def sample(llm: Any, prompts: Sequence[str], sampling: Sampling, *, full: bool =
         frequency_penalty=sampling.frequency_penalty,
         min_p=sampling.min_p,
         logprobs=-1 if full else 0,
-        seed=sampling.seed,
+        seed=seed,
     )
-    outputs = llm.generate(list(prompts), params, use_tqdm=False)
-    batch = Batch([], [], [], [] if full else None)
+
+
+def _collect(batch: Batch, outputs: Any) -> None:
+    """Append `generate`'s outputs to the batch, one sequence per completion."""
     for out in outputs:
         for completion in out.outputs:
             ids = list(completion.token_ids)
@@ -139,7 +205,6 @@ def sample(llm: Any, prompts: Sequence[str], sampling: Sampling, *, full: bool =
                 batch.distributions.append(
                     [{t: float(lp.logprob) for t, lp in pos.items()} for pos in completion.logprobs]
                 )
-    return batch
 
 
 def effective_config(llm: Any, sampling: Sampling) -> dict[str, Any]:

@@ -12,6 +12,16 @@ Defaults, from measurements and the field (METRICS.md, "Healthy magnitudes"):
 - `max_full_kl` = `max_k3`, on the whole-distribution KL when the check compared whole
   distributions (`full_distribution`): the exact KL over the vocabulary that k3 estimates from
   the sampled tokens, so the same bound; checked only where a phase reports it.
+- `max_self_logp_diff`, the engine against itself (`_self`): the largest |Δ logp| of the same
+  token in the same context between the requests sent alone and batched. 0 when the engine runs
+  batch-invariant (its config says `batch_invariant`, which also labels the stored report
+  exact-parity): invariance is exact or it is broken, and at 0 a token sampled differently or a
+  distribution that moved at all fails too. Otherwise 1 nat: rounding moves a token's logprob
+  by its logit's rounding, a few hundredths in bf16 (8 bits of mantissa on a logit of 20 is
+  0.06) — on the tiny model on a CPU, 3e-6 in fp32 and 3e-3 in bf16 over 160-token
+  completions — while a batching bug (a request attending to another's tokens, a padding or
+  mask error, a kernel wrong for one batch shape) moves whole nats. Set it to your engine's
+  measured level to hold it there.
 A non-finite value always fails: NaN is a broken engine, not a pass.
 
 A failure is explained by the settings known to cause one, the most likely first. A sampler-only
@@ -32,6 +42,8 @@ from collectors._parity._report import ParityReport, wire
 
 DEFAULT_MAX_K3 = 1e-3
 DEFAULT_MAX_ABS_RATIO_DEV_1E4 = 100.0
+DEFAULT_MAX_SELF_LOGP_DIFF = 1.0
+"""Without a batch-invariant mode; with one, the default is 0 (`self_limit`)."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +89,11 @@ def evaluate(
     max_k3: float = DEFAULT_MAX_K3,
     max_abs_ratio_dev_1e4: float = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
     max_full_kl: float | None = None,
+    max_self_logp_diff: float | None = None,
 ) -> GateResult:
     """Every (phase, metric) past its limit; the gate passes when there is none. The
-    whole-distribution KL is held to `max_k3` unless `max_full_kl` says otherwise."""
+    whole-distribution KL is held to `max_k3` unless `max_full_kl` says otherwise; the engine
+    against itself to `max_self_logp_diff`, by default `self_limit(report)`."""
     limits = (("k3_kl", max_k3), ("ratio_dev_1e4", max_abs_ratio_dev_1e4))
     optional = (
         "full_kl_mean",
@@ -95,7 +109,63 @@ def evaluate(
     checked = dict(limits)
     if any(optional[0] in phase.metrics for phase in report.phases):
         checked[optional[0]] = optional[1]
-    return GateResult(not exceeded, tuple(exceeded), suspicious(report.config()), checked)
+    found = suspicious(report.config())
+    if report.self_batches:
+        limit = self_limit(report) if max_self_logp_diff is None else max_self_logp_diff
+        checked["self_logp_diff_max"] = limit
+        itself = self_exceeded(report, limit)
+        if itself:
+            why = {"engine.batch_invariant": batch_dependent(report, itself)}
+            found = {**why, **found} if not exceeded else {**found, **why}
+        exceeded += itself
+    return GateResult(not exceeded, tuple(exceeded), found, checked)
+
+
+def self_limit(report: ParityReport) -> float:
+    """0 for an engine that runs batch-invariant (exact or broken), else the default."""
+    return 0.0 if _on(report.engine.get("batch_invariant")) else DEFAULT_MAX_SELF_LOGP_DIFF
+
+
+def self_exceeded(report: ParityReport, limit: float) -> list[Exceeded]:
+    """Each batch size whose largest |Δ logp| against the engine alone is past `limit`; at 0,
+    also each whose tokens or whole distributions differed at all (exact means the same)."""
+    out = []
+    for b in report.self_batches[1:]:
+        name = f"batch of {b.batch_size} against the same requests alone"
+        value = b.metrics.get("logp_diff_max", math.nan)
+        if not math.isfinite(value) or value > limit:
+            out.append(Exceeded(0, name, "self_logp_diff_max", value, limit))
+        if limit > 0:
+            continue
+        for metric in ("diverged", "full_tv_max"):
+            value = b.metrics.get(metric, 0.0)
+            if value != 0:
+                out.append(Exceeded(0, name, f"self_{metric}", value, 0.0))
+    return out
+
+
+def batch_dependent(report: ParityReport, itself: list[Exceeded]) -> str:
+    """What the engine disagreeing with itself means, for the team reading the gate."""
+    logp = [x for x in itself if x.metric == "self_logp_diff_max"] or itself
+    worst = max(logp, key=lambda x: x.value if math.isfinite(x.value) else math.inf)
+    seen = f"{worst.metric} = {worst.value:.3g} for the {worst.phase}"
+    if _on(report.engine.get("batch_invariant")):
+        return (
+            f"batch_invariant is on, yet the engine disagrees with itself across batch sizes "
+            f"({seen}): the invariance does not hold for this model and configuration (an "
+            "operation outside the batch-invariant kernels), so runs labelled exact parity "
+            "will not read 0 — they must"
+        )
+    return (
+        f"batch-dependent numerics: the same request with the same seed gets other logprobs "
+        f"when it shares the engine's batch ({seen}); a trainer never sees the rollout's batch, "
+        "so no trainer fix removes this part of the mismatch. A batch-invariant mode (vLLM: "
+        "VLLM_BATCH_INVARIANT=1) makes it 0; a run labelled exact parity must have 0"
+    )
+
+
+def _on(value: Any) -> bool:
+    return str(value).strip().lower() in {"true", "1", "yes", "on"}
 
 
 def suspicious(config: dict[str, Any]) -> dict[str, str]:

@@ -1,6 +1,8 @@
 """Storing a parity report on a server, through the collectors' own transport: a run of kind
 "parity", one record per phase (source "trainer", steps 0, 1, …) with metrics, buckets and
-exemplars, and a "parity_phase" annotation naming each phase.
+exemplars, and a "parity_phase" annotation naming each phase. The engine against itself rides
+on the step-0 record as metrics (`ParityReport.self_metrics`): the same weights as step 0, and
+metrics of any name are what every server already stores.
 
 A server older than parity reports refuses unknown fields, so the server's OpenAPI document is
 read first and what it does not know yet (the run kind, exemplars) is left out — the report is
@@ -77,10 +79,11 @@ def upload(
         kind="parity" if support.kind else None,
         actor="parity",
     )
+    itself = report.self_metrics()
     for phase in report.phases:
         run.log_metrics(
             phase.step,
-            phase.metrics,
+            {**phase.metrics, **itself} if phase.step == 0 else phase.metrics,
             buckets=phase.buckets or None,
             exemplars=phase.exemplars if support.exemplars else None,
             gpu=str(report.engine.get("gpu") or "cpu"),

@@ -13,9 +13,12 @@ from typing import Annotated, Literal
 import typer
 
 from collectors._parity import (
+    DEFAULT_BATCH_SIZES,
     DEFAULT_MAX_ABS_RATIO_DEV_1E4,
     DEFAULT_MAX_K3,
+    DEFAULT_MAX_SELF_LOGP_DIFF,
     EngineOptions,
+    GateResult,
     ParityReport,
     PromptFileError,
     evaluate,
@@ -107,6 +110,23 @@ FullOpt = Annotated[
     ),
 ]
 LabelOpt = Annotated[list[str] | None, Opt(help="k=v label of the stored report (repeatable)")]
+SelfSizesOpt = Annotated[
+    str,
+    Opt(
+        help="The engine against itself: the same requests (same seeds) sent alone, then this "
+        "many per call, compared token by token with the alone ones (comma-separated; 'none' "
+        "skips). A batch-invariant engine reads 0.",
+    ),
+]
+MaxSelf = Annotated[
+    float | None,
+    Opt(
+        min=0.0,
+        help="Gate: largest |delta logp| of the same token between a request alone and batched. "
+        "Default: 0 when the engine runs batch-invariant (exact parity: also the same tokens), "
+        f"else {DEFAULT_MAX_SELF_LOGP_DIFF:g} nat, past rounding: a batching bug.",
+    ),
+]
 
 
 def parity_command(
@@ -136,6 +156,8 @@ def parity_command(
     full_distribution: FullOpt = False,
     max_k3: MaxK3 = DEFAULT_MAX_K3,
     max_abs_ratio_dev_1e4: MaxDev = DEFAULT_MAX_ABS_RATIO_DEV_1E4,
+    self_batch_sizes: SelfSizesOpt = ",".join(map(str, DEFAULT_BATCH_SIZES)),
+    max_self_logp_diff: MaxSelf = None,
     as_json: Annotated[bool, Opt("--json", help="Print the report as one JSON object")] = False,
     url: Annotated[str | None, Opt(help="Store the report on this server")] = None,
     token: IngestTokenOpt = None,
@@ -158,37 +180,42 @@ def parity_command(
         head_dtype=head_dtype,
         dtype=dtype,
     )
-    report = _run(
-        model,
-        prompts=prompts,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        repetition_penalty=repetition_penalty,
-        presence_penalty=presence_penalty,
-        frequency_penalty=frequency_penalty,
-        min_p=min_p,
-        max_tokens=max_tokens,
-        samples=samples,
-        seed=seed,
-        engine=engine,
-        trainer_dtype=trainer_dtype,
-        weight_update=weight_update,
-        reset_prefix_cache=reset_prefix_cache,
-        exemplars=exemplars,
-        full_distribution=full_distribution,
-    )
-    gate = evaluate(report, max_k3=max_k3, max_abs_ratio_dev_1e4=max_abs_ratio_dev_1e4)
+    report = _run(model, prompts=prompts, temperature=temperature, top_p=top_p, top_k=top_k,
+                  repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+                  frequency_penalty=frequency_penalty, min_p=min_p, max_tokens=max_tokens,
+                  samples=samples, seed=seed, engine=engine, trainer_dtype=trainer_dtype,
+                  weight_update=weight_update, reset_prefix_cache=reset_prefix_cache,
+                  exemplars=exemplars, full_distribution=full_distribution,
+                  self_batch_sizes=_sizes(self_batch_sizes))  # fmt: skip
+    gate = evaluate(report, max_k3=max_k3, max_abs_ratio_dev_1e4=max_abs_ratio_dev_1e4,
+                    max_self_logp_diff=max_self_logp_diff)  # fmt: skip
+    _show(report, gate, as_json=as_json)
+    if url:
+        _store(report, url, token, project, labels, quiet=as_json)
+    if not gate.passed:
+        raise typer.Exit(code=1)
+
+
+def _show(report: ParityReport, gate: GateResult, *, as_json: bool) -> None:
     if as_json:
         out = report.to_json()
         out["gate"] = gate.to_json()
         typer.echo(json.dumps(out))
     else:
         typer.echo("\n".join([*report_lines(report), "", *explain(report, gate)]))
-    if url:
-        _store(report, url, token, project, labels, quiet=as_json)
-    if not gate.passed:
-        raise typer.Exit(code=1)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """`--self-batch-sizes`: positive integers, comma-separated; "none" (or nothing) skips."""
+    if text.strip().lower() in {"", "none"}:
+        return ()
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        fail(f"--self-batch-sizes {text!r}: expected positive integers like 4,16, or none")
+    return sizes
 
 
 def _run(model: Path, **kwargs: object) -> ParityReport:

@@ -1,8 +1,9 @@
-"""What `mismatch parity` prints: the per-phase table, buckets, worst tokens, the effective
-engine config, and — when the gate fails — the thresholds exceeded followed by the
-parity-relevant settings: the suspicious ones first, most likely cause first (the gate's order:
-a sampler-only penalty or min_p before the logprobs mode), then the others in the order and with
-the reasons of the config-diff vocabulary, `server.domain.parity.PARITY_KEYS`.
+"""What `mismatch parity` prints: the per-phase table, buckets, worst tokens, the engine
+against itself per batch size, the effective engine config, and — when the gate fails — the
+thresholds exceeded followed by the parity-relevant settings: the suspicious ones first, most
+likely cause first (the gate's order: a sampler-only penalty or min_p before the logprobs mode,
+batch-dependent numerics first when only the engine against itself failed), then the others in
+the order and with the reasons of the config-diff vocabulary, `server.domain.parity.PARITY_KEYS`.
 
 Pure functions from a report to lines of text, so they are tested without an engine.
 """
@@ -58,6 +59,7 @@ def report_lines(report: ParityReport, *, worst: int = 5) -> list[str]:
         if top:
             lines += ["", f"worst tokens, step {p.step}:"]
             lines += ["  " + r for r in exemplar_rows(top)]
+    lines += ["", *self_lines(report)]
     lines += ["", "effective config (read back from the engine):"]
     for section, values in report.config().items():
         pairs = ", ".join(f"{k}={v}" for k, v in flatten(values).items())
@@ -65,6 +67,38 @@ def report_lines(report: ParityReport, *, worst: int = 5) -> list[str]:
             f"{section}: {pairs}", width=100, initial_indent="  ", subsequent_indent="    "
         )
     return lines
+
+
+SELF_COLUMNS = (
+    ("logp_diff_max", "max |d logp|"),
+    ("logp_diff_mean", "mean |d logp|"),
+    ("full_kl_mean", "KL mean"),
+    ("full_kl_max", "KL max"),
+    ("full_tv_mean", "TV mean"),
+    ("full_tv_max", "TV max"),
+    ("tokens", "tokens"),
+    ("diverged", "diverged"),
+    ("first_divergence", "first divergent pos"),
+)
+
+
+def self_lines(report: ParityReport) -> list[str]:
+    """The engine against itself: per batch size, the same requests' logprobs against the
+    requests sent alone, and the batch the engine really ran (read from its scheduler)."""
+    head = "engine against itself (the same requests and seeds, alone vs batched):"
+    if not report.self_batches:
+        return [head, "  not run (--self-batch-sizes none, or a single request: nothing to batch)"]
+    full = any("full_kl_mean" in b.metrics for b in report.self_batches)
+    columns = [c for c in SELF_COLUMNS if full or not c[0].startswith("full_")]
+    rows = [["requests per call", "seqs per engine step (max)", *(title for _, title in columns)]]
+    for b in report.self_batches:
+        ran = "?" if b.engine_batch is None else str(b.engine_batch)
+        if b.batch_size == 1:
+            rows.append(["1 (reference)", ran, *("" for _ in columns)])
+            continue
+        values = [fmt(b.metrics[m]) if m in b.metrics else "-" for m, _ in columns]
+        rows.append([str(b.batch_size), ran, *values])
+    return [head, *("  " + r for r in table(rows))]
 
 
 def bucket_rows(buckets: list[dict[str, Any]]) -> list[str]:

@@ -129,7 +129,7 @@ def test_bf16_head_and_kept_prefix_cache_are_flagged() -> None:
 def test_report_json_is_strict_and_carries_the_wire_shapes() -> None:
     r = report(math.inf, 0.0)
     out = json.loads(json.dumps(r.to_json(), allow_nan=False))
-    assert set(out) == {"config", "labels", "phases"}
+    assert set(out) == {"config", "labels", "phases", "self_check"}
     assert set(out["config"]) == {"engine", "trainer", "parity"}
     assert out["labels"]["vllm"] == "0.32.0"
     assert out["labels"]["logprobs_mode"] == "processed_logprobs"

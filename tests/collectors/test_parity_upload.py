@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from collectors._parity import ParityReport, Phase, upload
+from collectors._parity import ParityReport, Phase, SelfBatch, upload
 
 
 class Monitor(ThreadingHTTPServer):
@@ -78,7 +78,12 @@ def make_report() -> ParityReport:
         Phase(1, "after pushing perturbed weights, prefix cache kept", {"k3_kl": 0.04}, [], [ex]),
     )
     engine = {"name": "vllm", "version": "0.32.0", "gpu": "cpu", "logprobs_mode": "raw_logprobs"}
-    return ParityReport(phases, engine, {"dtype": "float32"}, {"weight_update": "perturbed"})
+    selves = (
+        SelfBatch(1, 1, {"logp_diff_max": 0.0, "tokens": 64.0}),
+        SelfBatch(16, 16, {"logp_diff_max": 3.3e-6, "tokens": 64.0}),
+    )
+    parity = {"weight_update": "perturbed", "self_batch_sizes": [1, 16]}
+    return ParityReport(phases, engine, {"dtype": "float32"}, parity, selves)
 
 
 def test_upload_follows_the_wire_contract(
@@ -106,5 +111,10 @@ def test_upload_follows_the_wire_contract(
     assert [(r["step"], r["source"]) for r in records] == [(0, "trainer"), (1, "trainer")]
     for r in records:
         assert ("exemplars" in r) is monitor.knows_parity
+    # the engine against itself rides on step 0, the same weights, as metrics any server keeps
+    assert records[0]["metrics"]["self_logp_diff_max_b16"] == 3.3e-6
+    assert records[0]["metrics"]["self_engine_batch_b16"] == 16
+    assert not any(name.startswith("self_") for name in records[1]["metrics"])
+    assert run["config"]["parity"]["self_batch_sizes"] == [1, 16]
     notes = [a for b in monitor.batches for a in b.get("annotations", [])]
     assert [(a["step"], a["kind"]) for a in notes] == [(0, "parity_phase"), (1, "parity_phase")]

@@ -48,3 +48,12 @@ def test_temperature_zero_exits_2(model_dir: Path) -> None:
     code, output = invoke(str(model_dir), "--temperature", "0")
     assert code == 2
     assert "temperature must be > 0" in output
+
+
+@pytest.mark.parametrize("sizes", ["four", "4,0", "4,,16"])
+def test_self_batch_sizes_that_are_not_positive_integers_exit_2(
+    model_dir: Path, sizes: str
+) -> None:
+    code, output = invoke(str(model_dir), "--self-batch-sizes", sizes)
+    assert code == 2
+    assert "expected positive integers like 4,16, or none" in output

@@ -179,3 +179,20 @@ def test_stored_metrics_equal_a_recomputation_from_stored_exemplars_and_buckets(
     worst = max(abs(e["trainer_logprob"] - e["rollout_logprob"]) for e in found)
     assert worst == pytest.approx(metrics["abs_logp_diff_max"], rel=1e-5, abs=1e-7)
     assert all(math.isfinite(e["rollout_logprob"]) for e in found)
+
+
+def test_the_engine_against_itself_is_in_the_json_and_the_stored_report(
+    processed: tuple[int, str], server: ServerProcess
+) -> None:
+    report = last_json(processed[1])
+    selves = report["self_check"]
+    assert [(b["batch_size"], b["engine_batch"]) for b in selves] == [(1, 1), (4, 4), (16, 16)]
+    assert report["gate"]["limits"]["self_logp_diff_max"] == 1.0  # not batch-invariant
+    run_id = stored_run(processed[1])
+    run = server.query(f"/api/v1/runs/{run_id}")
+    assert run["config"]["parity"]["self_batch_sizes"] == [1, 4, 16]
+    for b in selves[1:]:
+        name = f"self_logp_diff_max_b{b['batch_size']}"
+        series = server.query(f"/api/v1/runs/{run_id}/series?metric={name}")
+        assert series["points"][0]["step"] == 0
+        assert series["points"][0]["last"] == pytest.approx(b["metrics"]["logp_diff_max"])
