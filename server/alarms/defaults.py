@@ -95,9 +95,16 @@ sequence means most of all) at the cost of one more false alarm in some 1.7 mill
 RATIO_WHY = """A steady offset of the mean importance ratio from 1 is what raw instead of processed
 logprobs, a sampler-only penalty, or a top-p/top-k the trainer ignores look like, from the first
 step. A healthy token mean of r stays within a few ×1e-4 of 1 (its sampling error over 1e4+
-tokens); 50 ×1e-4 held for 3 steps is far outside that. TRL's per-sequence ratio is scaled down
-by `signals.SEQ_RATIO_NOISE` first, which puts 50 at a mean of 0.3: a healthy run with long
-completions reads down to 0.35 (see there)."""
+tokens; the corpus's healthy 99.9th percentile is 42); 50 ×1e-4 held for 3 steps is far outside
+that. Token-truncated weight means (verl's, ms-swift's, AReaL's min(r, 2)) also read the healthy
+gap below 1, where the cap cuts its top: over the 3.4 M healthy steps of the 12 tuning seeds their
+99.9th percentile is 21 above 1 but 144 below, the single worst step 830, and read as a plain mean
+they paged 1.6–1.8 times per 10k healthy steps on seeds 404–405. Below 1 their deviation is read
+divided by 3 (`signals.CAPPED_SHORTFALL`), so 50 stands at 150 there: past the healthy tail,
+short of the 193 and more that raw-logprobs runs read below 1 (124 and more above). A longer
+hold would not do: 5 steps instead of 3 leaves TRL's raw-logprobs runs near 0.3 unheard by their
+10th step. TRL's per-sequence ratio is scaled down by `signals.SEQ_RATIO_NOISE` first, which
+puts 50 at a mean of 0.3: a healthy run with long completions reads down to 0.35 (see there)."""
 
 SAMPLER_HIGH_WHY = """On a run whose config records a sampler-only setting, the question is no
 longer whether the run is mismatched but whether the setting shows: 1e-3 is the top of the k3
@@ -132,10 +139,11 @@ ratio at 0.03), which it makes critical at its 8th logged step."""
 FAR_RATIO_WHY = """Critical: a token-level mean importance ratio 5% away from 1 (500 ×1e-4, ten
 times ratio drift's 50) means one policy's probabilities are off by that much on average: raw
 logprobs or a sampler-only setting at a strength no run learns through. A healthy token mean
-stays within a few ×1e-4 of 1; the noisiest healthy renderings of the corpus (verl's and
-ms-swift's truncated weight means) reach 270 on their single worst step, and 8 steps in a row
-above 500 never. TRL's per-sequence ratio is scaled down first (`signals.SEQ_RATIO_NOISE`) and
-cannot reach 500, so its runs escalate through vllm-kl far beyond instead."""
+stays within a few ×1e-4 of 1, with heavy tails: over the 12 tuning seeds of the corpus its worst
+single step reads 1,100 (ours), 280 for the truncated weight means (read below 1 divided by 3, as
+ratio drift says), but no 8 steps in a row pass 40 in any rendering. TRL's per-sequence ratio is
+scaled down first (`signals.SEQ_RATIO_NOISE`) and cannot reach 500, so its runs escalate through
+vllm-kl far beyond instead."""
 
 PACK: list[dict[str, Any]] = [
     {

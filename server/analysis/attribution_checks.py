@@ -204,8 +204,9 @@ def _drift_words(scaled: float, signal: signals.Signal | None, *, bound: bool = 
     is 0.03" for a ratio mean; as a bound, "±50" or "1 ± 0.7"."""
     if signal is None or signal.conversion == "same":
         return f"±{scaled:g}" if bound else f"the importance ratio drifts by {fmt(scaled)} ×1e-4"
-    if bound:
-        return f"1 ± {fmt(abs((signal.from_scale(scaled, 2.0) or 1.0) - 1.0))}"
+    if bound:  # a capped mean's bound sits further below 1 than above
+        up, down = (abs((signal.from_scale(scaled, near) or 1.0) - 1.0) for near in (2.0, 0.0))
+        return f"1 ± {fmt(up)}" if math.isclose(up, down) else f"1 + {fmt(up)} / 1 − {fmt(down)}"
     own = signal.from_scale(scaled, 0.0 if scaled < 0 else 2.0)
     return f"the mean importance ratio ({signal.metric}) is {fmt(own or math.nan)}"
 
