@@ -72,7 +72,7 @@ sampler-only repetition penalty of 1.1 and 7.2 at 1.3 (`benchmarks/parity_penalt
 2.3e-3 at a mean |d| of 0.021); it falls below 1 only where k3 is past 1 and the run long gone.
 4 is the middle of those engine figures: a converted level is within a factor of two of the k3
 those runs logged, and a TRL run at a mean |d| of 0.25 (the public repetition-penalty run) reads
-a k3 of 0.25, five times the vllm-kl high rule's 0.05."""
+a k3 of 0.25, over ten times the vllm-kl high rule's 0.02."""
 
 SEQ_RATIO_NOISE = 140.0
 """How much noisier a per-sequence, masked importance-ratio mean is than a token mean of r, as a

@@ -117,7 +117,7 @@ def test_a_large_mean_logp_difference_from_step_one_reads_as_vllm_kl_high() -> N
         ("vllm-kl high", "abs_logp_diff_mean", 5)
     ]
     threshold = fired[0].transition.threshold
-    assert threshold == pytest.approx(math.sqrt(0.025 / signals.ABS_D_TO_K3))
+    assert threshold == pytest.approx(math.sqrt(0.02 / signals.ABS_D_TO_K3))
 
 
 def test_openrlhf_k1_far_below_zero_counts_by_its_magnitude() -> None:
