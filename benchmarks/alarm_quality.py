@@ -516,7 +516,7 @@ def evaluate(
                 scenarios[fw].append((run, events))
                 if run.control == "healthy":  # every alert on it is a false alarm
                     steps = len(np.unique(run.trace.steps))
-                    control = Truth(f"{seed}/{run.trace.run_id}", "control", steps)
+                    control = Truth(run.trace.run_id, "control", steps)
                     outcomes[fw].append((control, events))
     out = {}
     for fw in frameworks:

@@ -161,27 +161,28 @@ def scenario_runs(seed: int, framework: str, runs: int) -> Iterator[ScenarioRun]
         rng = np.random.default_rng([seed, 11, key])
         for i in range(runs):
             trace, onset, explosion = blind_trace(rng, framework, "blind")
-            yield ScenarioRun(BLIND, _named(trace, i), onset, explosion)
+            yield ScenarioRun(BLIND, _named(trace, seed, i), onset, explosion)
             for kind, control in (("keeps_up", "keeps_up"), ("mask_down", "healthy")):
                 trace, _, _ = blind_trace(rng, framework, kind)
-                yield ScenarioRun(BLIND, _named(trace, i), control=control)
+                yield ScenarioRun(BLIND, _named(trace, seed, i), control=control)
     if framework in REPLAY_NAMES:
         rng = np.random.default_rng([seed, 12, key])
         for i in range(runs):
             trace, switch = replay_trace(rng, framework, off=True)
-            yield ScenarioRun(REPLAY_OFF, _named(trace, i), switch)
+            yield ScenarioRun(REPLAY_OFF, _named(trace, seed, i), switch)
             trace, _ = replay_trace(rng, framework, off=False)
-            yield ScenarioRun(REPLAY_OFF, _named(trace, i), control="healthy")
+            yield ScenarioRun(REPLAY_OFF, _named(trace, seed, i), control="healthy")
     if framework in EXACT_CONFIGS:
         rng = np.random.default_rng([seed, 13, key])
         for i in range(runs):
             trace, at = exact_trace(rng, True, framework)
-            yield ScenarioRun(EXACT_PARITY, _named(trace, i), at)
+            yield ScenarioRun(EXACT_PARITY, _named(trace, seed, i), at)
             plain = trace_of(
                 trace.run_id + "-plain", trace.metrics, EXACT_CONFIGS[framework](False)
             )
-            yield ScenarioRun(EXACT_PARITY, _named(plain, i), control="healthy")
+            yield ScenarioRun(EXACT_PARITY, _named(plain, seed, i), control="healthy")
 
 
-def _named(trace: Trace, i: int) -> Trace:
-    return replace(trace, run_id=f"{trace.run_id}-{i:03d}")
+def _named(trace: Trace, seed: int, i: int) -> Trace:
+    """The run under an id of its own across seeds, as the corpus's runs are reported."""
+    return replace(trace, run_id=f"{seed}/{trace.run_id}-{i:03d}")

@@ -119,6 +119,8 @@ def test_scenario_runs_are_those_of_the_renderings_that_log_them(framework: str)
         mine = [r for r in runs if r.scenario == scenario]
         assert sum(r.control is None for r in mine) == 2
         assert all(r.start is not None for r in mine if r.control is None)
+    ids = [r.trace.run_id for r in runs]
+    assert len(set(ids)) == len(ids) and all(i.startswith("7/") for i in ids)  # one per seed
     again = list(scenario_runs(7, framework, 2))
     assert all(
         np.array_equal(a.trace.metrics[m], b.trace.metrics[m])
