@@ -55,7 +55,7 @@ seeds run include any of them. Seeds consulted at every tuning step stop being h
 `--fresh N` draws N seeds nobody looked at before (above `FRESH_FLOOR`) for this report alone
 and prints them, so a result can be replayed with `--seeds`. `--scale full` holds ≥ 200,000
 healthy steps, 50 collapse runs, 40 runs per mismatch scenario and 20 per correction scenario
-and rendering per seed (two seeds: about 6 minutes on 2 cores); `small` is for tests. The last
+and rendering per seed (two seeds: 4–7 minutes on 2 cores); `small` is for tests. The last
 line printed is one JSON object.
 """
 

@@ -103,7 +103,8 @@ gap below 1, where the cap cuts its top: over the 3.4 M healthy steps of the 12 
 99.9th percentile is 21 above 1 but 144 below, the single worst step 830, and read as a plain mean
 they paged 1.6–1.8 times per 10k healthy steps on seeds 404–405. Below 1 their deviation is read
 divided by 3 (`signals.CAPPED_SHORTFALL`), so 50 stands at 150 there: past the healthy tail,
-short of the 193 and more that raw-logprobs runs read below 1 (124 and more above). A longer
+short of the 193 and more that raw-logprobs runs read below 1 (124 and more above); on the
+tuning seeds it then fired once on them (AReaL, 402–403), on three fresh pairs never. A longer
 hold would not do: 5 steps instead of 3 leaves TRL's raw-logprobs runs near 0.3 unheard by their
 10th step. TRL's per-sequence ratio is scaled down by `signals.SEQ_RATIO_NOISE` first, which
 puts 50 at a mean of 0.3: a healthy run with long completions reads down to 0.35 (see there)."""
