@@ -131,11 +131,12 @@ class Scale:
     collapse_runs: int
     prefix_length: tuple[int, int]  # healthy steps before a collapse's onset
     mismatch_runs: int = 0  # runs per scenario mismatched from their first step
+    scenario_runs: int = 0  # runs per correction scenario and rendering (correction_corpus.py)
 
 
 SCALES = {
-    "small": Scale(4_000, (1_000, 2_000), 4, (200, 500), 4),
-    "full": Scale(200_000, (3_000, 10_000), 50, (300, 3_000), 40),
+    "small": Scale(4_000, (1_000, 2_000), 4, (200, 500), 4, 2),
+    "full": Scale(200_000, (3_000, 10_000), 50, (300, 3_000), 40, 20),
 }
 
 

@@ -7,10 +7,12 @@ and how soon runs mismatched from their first step are alerted — in every fram
 A seeded corpus (`benchmarks/alarm_corpus.py`) of healthy runs, runs whose vllm-kl rises before
 grad_norm explodes, and runs mismatched from their first step (a sampler-only penalty, raw
 logprobs, a quantized rollout) is rendered in each framework's names and levels
-(`benchmarks/alarm_renderings.py`: ours, verl, TRL, OpenRLHF, ms-swift, slime, NeMo-RL),
-replayed, trace by trace, through the server's real alarm evaluation with a rule pack (the
-default pack unless `--pack` names a JSON list of rule specs), and each rendering is scored on
-its own:
+(`benchmarks/alarm_renderings.py`: ours, verl, TRL, OpenRLHF, ms-swift, slime, NeMo-RL, SkyRL,
+AReaL, ROLL, prime-rl, RLinf), joined in the renderings that log their metrics by the
+correction scenarios (`benchmarks/correction_corpus.py`: a correction going blind, routing
+replay switching off, a nonzero step in an exact-parity run, each with its controls), replayed,
+trace by trace, through the server's real alarm evaluation with a rule pack (the default pack
+unless `--pack` names a JSON list of rule specs), and each rendering is scored on its own:
 
 - false alarms: firing transitions on a healthy run, or on a collapse run before its onset, per
   10,000 healthy-regime steps (distinct stored steps of healthy runs plus collapse prefixes),
@@ -32,6 +34,10 @@ its own:
   rendering's own healthy 99.9th percentile over their first 10 steps (no level can tell the
   others from a healthy run; they are listed apart, with whether they were alerted anyway).
   Missed runs are listed with their drawn levels.
+- correction scenarios (`benchmarks/alarm_scenarios.py`), in each rendering that logs them:
+  each scenario's detection share and median lead (a blind correction, to its explosion) or
+  delay (replay off, exact parity, from the event); their healthy controls are healthy runs
+  here, every alert on them a false alarm in the figures above.
 
 Each rendering's runs also end, cleanly through the real collectors or killed, under the pack's
 stalled rule (`benchmarks/run_ends.py`): no alert on a clean end, every killed run raised.
@@ -40,16 +46,17 @@ Each rendering also says where its signals sit on their family's scale (healthy 
 smallest per-run median of each mismatch scenario): the numbers a threshold or a conversion
 factor would be moved by. Targets, for every rendering: at most 0.5 warning and no critical
 false alarms per 10,000 healthy steps, ≥ 95% of collapses alerted before the explosion step,
-median lead ≥ 10 steps, every mismatched run alerted by its 10th step.
+median lead ≥ 10 steps, every mismatched run alerted by its 10th step; and for the correction
+scenarios, those of `benchmarks/alarm_scenarios.py`.
 
 The default seeds (`REPORT_SEEDS`) are held out from `TUNING_SEEDS`, the seeds the default
-pack's numbers were chosen and checked on (the README's figures); the output says whether the
+pack's numbers were chosen and checked on (docs/alarms.md's figures); the output says whether the
 seeds run include any of them. Seeds consulted at every tuning step stop being held out, so
 `--fresh N` draws N seeds nobody looked at before (above `FRESH_FLOOR`) for this report alone
 and prints them, so a result can be replayed with `--seeds`. `--scale full` holds ≥ 200,000
-healthy steps, 50 collapse runs and 40 runs per mismatch scenario per seed; `small` is for
-tests. The last line printed is one
-JSON object.
+healthy steps, 50 collapse runs, 40 runs per mismatch scenario and 20 per correction scenario
+and rendering per seed (two seeds: 4–7 minutes on 2 cores); `small` is for tests. The last
+line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -82,7 +89,10 @@ from benchmarks.alarm_corpus import (  # noqa: E402
     stored_batches,
 )
 from benchmarks.alarm_renderings import FRAMEWORKS, render  # noqa: E402
+from benchmarks.alarm_scenarios import score_scenarios  # noqa: E402
+from benchmarks.alarm_scenarios import table as scenario_table  # noqa: E402
 from benchmarks.common import machine  # noqa: E402
+from benchmarks.correction_corpus import ScenarioRun, scenario_runs  # noqa: E402
 from server.domain import signals  # noqa: E402
 
 GRACE_STEPS = 5  # an alert this many steps after the explosion still counts (one batch late)
@@ -94,7 +104,7 @@ TARGETS = {  # name: (bound, "max" or "min"), met by every rendering
     "mismatch_alerted_by_step_10": (1.0, "min"),
 }
 MISMATCH_BY = 10  # a run mismatched from its first step is alerted by its 10th logged step
-TUNING_SEEDS = range(0, 6)  # the seeds the default pack's numbers were chosen and checked on
+TUNING_SEEDS = (*range(0, 6), *range(400, 406))  # the default pack's numbers were chosen on
 REPORT_SEEDS = (100, 101)  # held out: the figures a change of the pack is judged by
 LEVELS = ((1e-5, "1e-5"), (1e-4, "1e-4"), (1e-3, "1e-3"))  # decades of a run's starting k3 median
 Spec = Mapping[str, Any]
@@ -290,7 +300,7 @@ class _Tally:
         if t.kind == "mismatch":
             self.add_mismatch(t, events, self.carried.get(t.run_id, True))
             return
-        level = self.by_level[_level(t.level) or "unknown"]
+        level = self.by_level[_level(t.level) or t.kind]  # a scenario's controls apart
         level["steps"] += t.healthy_steps
         onset = t.onset if t.kind == "collapse" else None
         first: dict[str, int] = {}  # rule -> step of its first firing at or after onset
@@ -390,6 +400,7 @@ def score(
         },
         "healthy_steps": steps,
         "healthy_runs": sum(1 for t, _ in outcomes if t.kind == "healthy"),
+        "control_runs": sum(1 for t, _ in outcomes if t.kind == "control"),
         "collapse_runs": collapse,
         "missed_runs": tally.missed,
         "placebo_detection_rate": round(tally.placebo / collapse, 4) if collapse else None,
@@ -490,6 +501,7 @@ def evaluate(
     """Replay the corpus of every seed under `pack` in each framework's rendering, and score
     each rendering apart (its runs of all seeds together)."""
     outcomes: dict[str, list[tuple[Truth, list[Event]]]] = {fw: [] for fw in frameworks}
+    scenarios: dict[str, list[tuple[ScenarioRun, list[Event]]]] = {fw: [] for fw in frameworks}
     levels = {fw: Levels() for fw in frameworks}
     for seed in seeds:
         traces = corpus(seed, scale)
@@ -499,12 +511,22 @@ def evaluate(
                 t = truth(rendered, f"{seed}/")
                 outcomes[fw].append((t, replay(rendered, pack)))
                 levels[fw].add(rendered, t.run_id)
+            for run in scenario_runs(seed, fw, SCALES[scale].scenario_runs):
+                events = replay(run.trace, pack)
+                scenarios[fw].append((run, events))
+                if run.control == "healthy":  # every alert on it is a false alarm
+                    steps = len(np.unique(run.trace.steps))
+                    control = Truth(run.trace.run_id, "control", steps)
+                    outcomes[fw].append((control, events))
     out = {}
     for fw in frameworks:
         figures = score(outcomes[fw], pack, carried=levels[fw].carried_runs())
         figures["signal_levels"] = levels[fw].summary()
         figures["targets"] = verdicts(figures)
-        figures["pass"] = all(v["pass"] for v in figures["targets"].values())
+        figures["scenarios"] = score_scenarios(scenarios[fw], pack)
+        figures["pass"] = all(v["pass"] for v in figures["targets"].values()) and all(
+            s["pass"] for s in figures["scenarios"].values()
+        )
         out[fw] = figures
     return out
 
@@ -658,6 +680,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     say(f"seeds {chosen} ({kind if held_out else 'INCLUDING tuning seeds'}), "
         f"scale {args.scale}, {figures['elapsed_s']} s")  # fmt: skip
     for line in table(renderings):
+        say(line)
+    for line in scenario_table(renderings):
         say(line)
     for line in run_ends.table(ended):
         say(line)

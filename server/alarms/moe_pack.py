@@ -24,7 +24,7 @@ NOT_MOE = f"!{MOE_LABEL}"
 MOE_HIGH_WHY = """The healthy vllm-kl (k3) the field reports for MoE models is 1e-3 … 1e-1, a
 hundred times the dense 1e-5 … 1e-3 (the LMSYS write-up on training–inference mismatch): the
 rollout engine and the trainer route about a tenth of their router decisions differently, and
-rollout routing replay narrows that without reaching dense levels. The dense ceiling (0.025)
+rollout routing replay narrows that without reaching dense levels. The dense ceiling (0.02)
 would fire on healthy MoE steps. 0.3 sits three times above the top of the healthy MoE range, and
 is where the typical token leaves what a correction keeps: k3 ≈ E[d²]/2 for a small log-ratio d,
 so k3 = 0.3 is an rms |d| near 0.77, a probability ratio of about 2.2 — outside the [1/2, 2]

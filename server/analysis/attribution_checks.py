@@ -60,11 +60,9 @@ MIN_BUCKET_TOKENS = 20.0
 """A bucket with fewer tokens says nothing about its mean k3."""
 LAG_RHO = 0.6
 """Spearman ρ ≥ 0.6 over ≥ 10 steps has a chance probability under 5% without a link."""
-HEALTHY_K3 = 1e-3
-"""The highest k3 the field calls healthy on dense bf16 runs (METRICS.md: LMSYS 1e-5 … 1e-3,
-NeMo-RL "below 1e-3 acceptable")."""
-HEALTHY_K3_MOE = 1e-1
-"""The same for runs whose config records an MoE model (`server.domain.moe`): LMSYS 1e-3 … 1e-1."""
+HEALTHY_K3, HEALTHY_K3_MOE = 1e-3, 1e-1
+"""The highest k3 the field calls healthy on dense bf16 runs, and on runs whose config records
+an MoE model (`server.domain.moe`): METRICS.md, LMSYS 1e-5 … 1e-3 and 1e-3 … 1e-1."""
 HEALTHY_RATIO = RATIO_DRIFT
 REFERENCE_FACTOR = 10.0
 """A run within ×10 of its project's reference run (the project's healthy baseline, `mismatch
@@ -205,8 +203,9 @@ def _drift_words(scaled: float, signal: signals.Signal | None, *, bound: bool = 
     is 0.03" for a ratio mean; as a bound, "±50" or "1 ± 0.7"."""
     if signal is None or signal.conversion == "same":
         return f"±{scaled:g}" if bound else f"the importance ratio drifts by {fmt(scaled)} ×1e-4"
-    if bound:
-        return f"1 ± {fmt(abs((signal.from_scale(scaled, 2.0) or 1.0) - 1.0))}"
+    if bound:  # a capped mean's bound sits further below 1 than above
+        up, down = (abs((signal.from_scale(scaled, near) or 1.0) - 1.0) for near in (2.0, 0.0))
+        return f"1 ± {fmt(up)}" if math.isclose(up, down) else f"1 + {fmt(up)} / 1 − {fmt(down)}"
     own = signal.from_scale(scaled, 0.0 if scaled < 0 else 2.0)
     return f"the mean importance ratio ({signal.metric}) is {fmt(own or math.nan)}"
 

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from server.domain.signals import (
     ABS_D_TO_K3,
+    CAPPED_SHORTFALL,
     RATIO,
     SEQ_RATIO_NOISE,
     VLLM_KL,
@@ -43,10 +44,12 @@ def on_scale(signal: Signal) -> str:
     return {
         "same": "as it is",
         "magnitude": "as |x|",
+        "log_magnitude": "as |log x|",
         "square": f"as {ABS_D_TO_K3:g}·x²",
         "excess_square": f"as {ABS_D_TO_K3:g}·(x − 1)²",
         "deviation": "as (x − 1)·10⁴",
         "scaled_deviation": f"as (x − 1)·10⁴ / {SEQ_RATIO_NOISE:g}",
+        "capped_deviation": f"as (x − 1)·10⁴ above 1, that / {CAPPED_SHORTFALL:g} below",
     }[signal.conversion]
 
 

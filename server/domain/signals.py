@@ -20,7 +20,7 @@ alert reads in the signal's own units ("abs_logp_diff_mean 0.27 above 0.25"). Th
 | ROLL's geometric-mean ratio | \\|log x\\| | exp(mean_t d) per sequence is exp(−k1) of it: −log of the mean over sequences is, to first order, a k1 estimate, read as k1 is |
 | ratio_dev_1e4 (token and sequence level) | x | the family's unit |
 | ratio mean (token, sequence) | (x − 1) · 10⁴ | the definition of ratio_dev_1e4 |
-| verl's and ms-swift's importance-weight mean | (x − 1) · 10⁴ | truncated per token (their token-level modes): truncation at C ≥ 2 only touches tokens with d > log 2, rare on a healthy run, so the mean stays a token mean of r |
+| verl's, ms-swift's and AReaL's importance-weight mean | (x − 1) · 10⁴ above 1, that / `CAPPED_SHORTFALL` below | truncated per token (their token-level modes): above 1 a token mean of r, below 1 also the healthy gap the cap cuts off, see `CAPPED_SHORTFALL` |
 | TRL's importance-ratio mean | (x − 1) · 10⁴ / `SEQ_RATIO_NOISE` | one ratio per sequence (TRL's default `sequence_mask`), masked beyond its cap: far noisier than a token mean, and pulled down by long completions, see `SEQ_RATIO_NOISE` |
 
 Three more families watch what corrects or removes the gap rather than the gap: `ESS` (the
@@ -72,7 +72,7 @@ sampler-only repetition penalty of 1.1 and 7.2 at 1.3 (`benchmarks/parity_penalt
 2.3e-3 at a mean |d| of 0.021); it falls below 1 only where k3 is past 1 and the run long gone.
 4 is the middle of those engine figures: a converted level is within a factor of two of the k3
 those runs logged, and a TRL run at a mean |d| of 0.25 (the public repetition-penalty run) reads
-a k3 of 0.25, five times the vllm-kl high rule's 0.05."""
+a k3 of 0.25, over ten times the vllm-kl high rule's 0.02."""
 
 SEQ_RATIO_NOISE = 140.0
 """How much noisier a per-sequence, masked importance-ratio mean is than a token mean of r, as a
@@ -83,6 +83,12 @@ completions of 32–256 tokens) hold it as low as 0.35 for three steps, while re
 this CPU read 0.92–1.06 at 160 tokens. Dividing by 140 puts the ratio-drift rule's 50 at a mean
 ratio of 0.3 (or 1.7), below every healthy run; runs whose config records a sampler-only setting
 are held to 0.8 by a rule of their own (`server/alarms/defaults.py`)."""
+
+CAPPED_SHORTFALL = 3.0
+"""How much wider a token-truncated weight mean (min(r, 2): verl, ms-swift, AReaL) reads below 1
+than a plain token mean of r, as a divisor there: the cap cuts the top of a healthy, balanced
+gap, so the wider the gap the lower the mean (healthy 99.9th percentile on the alarm corpus: 144
+×1e-4 below 1, 21 above; 42 for a plain mean; `server/alarms/defaults.py`, ratio drift)."""
 
 _FRACTION = "fraction of tokens (or sequences)"
 
@@ -95,6 +101,7 @@ Conversion = Literal[
     "excess_square",
     "deviation",
     "scaled_deviation",
+    "capped_deviation",
 ]
 Level = Literal["token", "sequence"]
 
@@ -123,10 +130,8 @@ class Signal:
         if self.conversion == "excess_square":
             excess = value - 1.0
             return ABS_D_TO_K3 * excess * excess
-        if self.conversion == "deviation":
-            return (value - 1.0) * 1e4
-        if self.conversion == "scaled_deviation":
-            return (value - 1.0) * 1e4 / SEQ_RATIO_NOISE
+        if self.conversion.endswith("deviation"):  # a ratio mean
+            return (value - 1.0) * 1e4 / self._divisor(below=value < 1.0)
         return value
 
     def from_scale(self, scaled: float | None, near: float) -> float | None:
@@ -143,11 +148,17 @@ class Signal:
             return math.sqrt(max(scaled, 0.0) / ABS_D_TO_K3)
         if self.conversion == "excess_square":
             return 1.0 + math.sqrt(max(scaled, 0.0) / ABS_D_TO_K3)
-        if self.conversion in ("deviation", "scaled_deviation"):
-            noise = SEQ_RATIO_NOISE if self.conversion == "scaled_deviation" else 1.0
-            offset = abs(scaled) * noise / 1e4
-            return 1.0 - offset if math.isfinite(near) and near < 1.0 else 1.0 + offset
+        if self.conversion.endswith("deviation"):  # a ratio mean
+            below = math.isfinite(near) and near < 1.0
+            offset = abs(scaled) * self._divisor(below=below) / 1e4
+            return 1.0 - offset if below else 1.0 + offset
         return scaled
+
+    def _divisor(self, *, below: bool) -> float:
+        """What a ratio mean's deviation (×1e4) is divided by on the family's scale."""
+        if self.conversion == "scaled_deviation":
+            return SEQ_RATIO_NOISE
+        return CAPPED_SHORTFALL if below and self.conversion == "capped_deviation" else 1.0
 
 
 def _kl(metric: str, label: str, meaning: str, conversion: Conversion = "same") -> Signal:
@@ -163,6 +174,7 @@ def _ratio(metric: str, label: str, meaning: str, conversion: Conversion = "same
 _K3 = "KL(rollout ‖ trainer) per token, in nats: ≈ 1e-5 … 1e-3 on healthy dense bf16 runs"
 _ABS_D = "mean |log p_trainer − log p_rollout| per token, in nats: ≈ 0.01 … 0.05 when healthy"
 _RATIO = "importance ratio p_trainer / p_rollout, whose mean stays within 0.5% of 1 when healthy"
+_CAPPED = ": within a few ×1e-4 of 1 above it when healthy, lower below it the wider the gap"
 
 SIGNALS: tuple[Signal, ...] = (
     _kl("k3_kl", "vllm-kl (k3)", _K3),
@@ -249,23 +261,20 @@ SIGNALS: tuple[Signal, ...] = (
     _ratio(
         "ratio_mean@verl",
         "importance weight mean (verl)",
-        "verl's mean rollout importance weight (rollout_is_mean), truncated per token: within "
-        "a few ×1e-4 of 1 when healthy",
-        "deviation",
+        "verl's mean rollout importance weight (rollout_is_mean), truncated per token" + _CAPPED,
+        "capped_deviation",
     ),
     _ratio(
         "ratio_mean@areal",
         "importance weight mean (AReaL)",
-        "AReaL's mean behaviour importance weight over the tokens its cap keeps: within a few "
-        "×1e-4 of 1 when healthy",
-        "deviation",
+        "AReaL's mean behaviour importance weight over the tokens its cap keeps" + _CAPPED,
+        "capped_deviation",
     ),
     _ratio(
         "ratio_mean@ms-swift",
         "importance weight mean (ms-swift)",
-        "ms-swift's mean importance weight, truncated per token: within a few ×1e-4 of 1 when "
-        "healthy",
-        "deviation",
+        "ms-swift's mean importance weight, truncated per token" + _CAPPED,
+        "capped_deviation",
     ),
     # -- correction health: in their own units (fractions), no conversion --
     Signal(

@@ -45,6 +45,7 @@ from benchmarks.alarm_quality import (
     truth,
 )
 from benchmarks.alarm_renderings import FRAMEWORKS, render
+from benchmarks.correction_corpus import RENDERINGS as SCENARIO_RENDERINGS
 from server.domain import signals
 
 SPIKE = {"name": "k3 spike", "kind": "spike", "metric": "k3_kl", "severity": "warning"}
@@ -504,7 +505,7 @@ def test_small_benchmark_prints_every_key_with_sane_types(
     assert out["seeds"] == [3] and out["held_out"] is False  # 3 is a tuning seed
     assert isinstance(out["machine"], str) and out["machine"]
     assert set(out["renderings"]) == set(FRAMEWORKS)
-    for figures in out["renderings"].values():
+    for name, figures in out["renderings"].items():
         for key in ("false_alarms_per_10k_steps", "critical_false_alarms_per_10k_steps"):
             assert isinstance(figures[key], float) and figures[key] >= 0
         for key in (
@@ -533,7 +534,15 @@ def test_small_benchmark_prints_every_key_with_sane_types(
             "mismatch_alerted_by_step_10",
         }
         assert all(isinstance(t["pass"], bool) for t in figures["targets"].values())
-        assert figures["pass"] == all(t["pass"] for t in figures["targets"].values())
+        scenarios = figures["scenarios"]
+        assert set(scenarios) == {s for s, names in SCENARIO_RENDERINGS.items() if name in names}
+        for scenario in scenarios.values():
+            assert scenario["runs"] == 2 and scenario["controls"] >= 2
+            assert scenario["detection_rate"] == 1.0 and scenario["false_on_controls"] == 0
+            assert all(isinstance(t["pass"], bool) for t in scenario["targets"].values())
+        assert figures["pass"] == all(t["pass"] for t in figures["targets"].values()) and all(
+            scenario["pass"] for scenario in scenarios.values()
+        )
     assert out["pass"] == all(f["pass"] for f in out["renderings"].values())
 
 

@@ -161,7 +161,7 @@ def test_a_collapse_is_one_incident_opened_escalated_and_resolved(server_factory
         assert (opening["rule"], opening["step"]) == ("vllm-kl spike", 41)
         assert [(f["rule"], f["step"]) for f in opening["follow_ups"]] == [
             ("vllm-kl rise", 43),
-            ("vllm-kl high", 44),  # 0.2 > 0.025 for its fifth step
+            ("vllm-kl high", 44),  # 0.2 > 0.02 for its fifth step
         ]
         assert opening["incident"]["severity"] == "warning"
         assert escalation["escalated_by"]["rule"] == "collapse precursor"

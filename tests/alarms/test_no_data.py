@@ -65,7 +65,7 @@ def test_a_series_that_stops_reporting_moves_to_no_data(server_factory: Any) -> 
             body = {"run": run_upsert(run, project="p"), "records": [record(run, 0, {"x": 1.0})]}
             assert server.post("/api/v1/ingest", body).status_code == 200
         rule = {"project": "p", "name": "k3 high", "kind": "threshold", "metric": "k3_kl"}
-        # Too short for the default pack's vllm-kl high (5 steps above 0.025): only this rule
+        # Too short for the default pack's vllm-kl high (5 steps above 0.02): only this rule
         # fires on these runs.
         params = {**HIGH, "threshold": 0.01, "no_data_s": 3}
         made = server.post("/api/v1/rules", {**rule, "params": params})

@@ -77,7 +77,7 @@ def test_flat_zero_series_does_not_fire_on_noise() -> None:
 def test_threshold_needs_consecutive_steps_and_resolves() -> None:
     values = [1e-3] * 10 + [0.2] * 2 + [1e-3] + [0.2] * 6 + [1e-3] * 5
     events = run_series(rule("vllm-kl high"), {"k3_kl": values}, steps=len(values))
-    assert events == [("firing", 17), ("resolved", 21)]  # the fifth step above 0.025
+    assert events == [("firing", 17), ("resolved", 21)]  # the fifth step above 0.02
 
 
 def test_ratio_drift_fires_on_either_sign() -> None:

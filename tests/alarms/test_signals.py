@@ -117,7 +117,7 @@ def test_a_large_mean_logp_difference_from_step_one_reads_as_vllm_kl_high() -> N
         ("vllm-kl high", "abs_logp_diff_mean", 5)
     ]
     threshold = fired[0].transition.threshold
-    assert threshold == pytest.approx(math.sqrt(0.025 / signals.ABS_D_TO_K3))
+    assert threshold == pytest.approx(math.sqrt(0.02 / signals.ABS_D_TO_K3))
 
 
 def test_openrlhf_k1_far_below_zero_counts_by_its_magnitude() -> None:
@@ -155,3 +155,34 @@ def test_the_precursor_triggers_on_a_family_member() -> None:
     names = {name for name, _, _ in _firing(_feed(steps))}
     assert "collapse precursor" in names
     assert "vllm-kl spike" in names
+
+
+def test_a_truncated_weight_mean_reads_below_one_divided_by_the_cap_shortfall() -> None:
+    """min(r, 2) cuts the top of a healthy gap, so below 1 verl's mean reads the gap too: its
+    deviation there counts a third (0.985 is −150 ×1e-4, −50 on the scale); above 1 it counts
+    whole, as a plain token mean's does."""
+    verl = signals.BY_METRIC["ratio_mean@verl"]
+    assert verl.to_scale(0.985) == pytest.approx((0.985 - 1.0) * 1e4 / 3.0)
+    assert verl.to_scale(1.005) == pytest.approx(50.0)
+    plain = signals.BY_METRIC["ratio_mean"]
+    assert plain.to_scale(0.985) == pytest.approx(-150.0)
+    for name in ("ratio_mean@verl", "ratio_mean@ms-swift", "ratio_mean@areal"):
+        assert signals.BY_METRIC[name].conversion == "capped_deviation"
+
+
+def test_a_truncated_weight_mean_below_one_warns_past_three_times_the_plain_level() -> None:
+    """A healthy verl run at k3 ≈ 1e-2 reads its truncated mean near 0.99 for many steps: no
+    page. Raw logprobs at −200 ×1e-4 read 0.98: ratio drift fires at step 3, its threshold
+    0.985 in verl's units. The same −100 on a plain ratio deviation fires."""
+    healthy = [{"ratio_mean@verl": 0.99 - 0.001 * (s % 3), "entropy": 1.0} for s in range(40)]
+    assert _firing(_feed(healthy)) == []
+    raw = [{"ratio_mean@verl": 0.98, "entropy": 1.0} for _ in range(6)]
+    fired = [f for f in _feed(raw) if f.transition.kind == "firing"]
+    assert [(f.rule.name, f.metric, f.subject.step) for f in fired] == [
+        ("ratio drift", "ratio_mean@verl", 3)
+    ]
+    assert fired[0].transition.threshold == pytest.approx(0.985)
+    above = [{"ratio_mean@verl": 1.006, "entropy": 1.0} for _ in range(6)]
+    assert _firing(_feed(above)) == [("ratio drift", "ratio_mean@verl", 3)]
+    plain = [{"ratio_dev_1e4": -100.0, "entropy": 1.0} for _ in range(6)]
+    assert _firing(_feed(plain)) == [("ratio drift", "ratio_dev_1e4", 3)]

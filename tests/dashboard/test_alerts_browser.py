@@ -158,7 +158,7 @@ def test_on_call_in_the_browser(db_url: str, server_factory: Any, browser: Any) 
         # The run page lists the run's alerts under its charts, linked to their incident.
         page.goto(server.url + link)
         panel = wait_for(lambda: _text(page, f"#{ids.RUN_ALERT_LIST}", "vllm-kl spike"), 30)
-        assert "silenced" in panel and "resolved" in panel and "beyond 0.025" in panel
+        assert "silenced" in panel and "resolved" in panel and "beyond 0.02" in panel
         assert page.locator(f"#{ids.RUN_ALERT_LIST} a").count() >= 1
         reader.close()
     finally:

@@ -130,7 +130,7 @@ def test_a_default_pack_rule_reads_a_mapped_name_in_a_backtest(
     assert mapped["records"] == STEPS
     high = [a for a in mapped["alerts"] if a["rule_name"] == "vllm-kl high"]
     assert len(high) == 1
-    assert high[0]["step"] == RISE + 4  # above 0.025 for 5 consecutive steps
+    assert high[0]["step"] == RISE + 4  # above 0.02 for 5 consecutive steps
     assert high[0]["value"] == pytest.approx(0.2)
     # The same values under the fork's own name: no rule reads them.
     unmapped = backtest("unmapped")
