@@ -175,6 +175,8 @@ def test_k3_rules_of_default_pack_include_precursor_only_k3_watchers() -> None:
         "correction going blind",
         "nonzero mismatch (exact parity)",
         "vllm-kl far beyond",
+        "vllm-kl high (MoE)",  # MoE runs (labelled) at their own levels
+        "vllm-kl far beyond (MoE)",
     }
 
 
@@ -287,6 +289,8 @@ def test_mismatch_rules_of_default_pack_are_the_signal_rules() -> None:
         "routing replay off or degraded",
         "vllm-kl far beyond",
         "ratio drift far beyond",
+        "vllm-kl high (MoE)",  # MoE runs (labelled) at their own levels
+        "vllm-kl far beyond (MoE)",
     }
 
 
