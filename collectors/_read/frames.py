@@ -54,7 +54,7 @@ def frame(values: Any, kind: Kind, *, wide: bool = False) -> Any:
     if kind == "arrow":
         return _wide_arrow(values) if wide else values
     if kind == "pandas":
-        df = values.to_pandas()
+        df = _pandas(values)
         return _wide_pandas(df) if wide else df
     if kind == "polars":
         pl = need("polars")
@@ -63,6 +63,14 @@ def frame(values: Any, kind: Kind, *, wide: bool = False) -> Any:
             return df
         return df.pivot(on="metric", index=list(WIDE_INDEX), values="value").sort(list(WIDE_INDEX))
     raise ValueError(f"as_: arrow, pandas or polars, not {kind!r}")
+
+
+def _pandas(values: Any) -> Any:
+    """An Arrow table as a pandas frame, the labels as categoricals. The batches are joined
+    into one chunk per column first: pandas takes one chunk about four times as fast as a
+    hundred (it unifies and remaps each label column's dictionaries chunk by chunk otherwise),
+    and the joined copy is released column by column as pandas takes it."""
+    return values.combine_chunks().to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _wide_pandas(df: Any) -> Any:
@@ -75,7 +83,7 @@ def _wide_pandas(df: Any) -> Any:
 
 def _wide_arrow(values: Any) -> Any:
     pa = need("pyarrow")
-    return pa.Table.from_pandas(_wide_pandas(values.to_pandas()), preserve_index=False)
+    return pa.Table.from_pandas(_wide_pandas(_pandas(values)), preserve_index=False)
 
 
 def records(rows: Sequence[Any], kind: Kind | None) -> Any:
@@ -104,9 +112,12 @@ def write_file(
     pa = need("pyarrow")
     writer: Any
     if fmt == "parquet":
-        labels = [f.name for f in schema if pa.types.is_dictionary(f.type)]  # not the values
+        # As the server writes it: dictionaries for the labels, not the values; statistics
+        # where a reader filters (a label's are computed over its decoded strings, and cost).
+        labels = [f.name for f in schema if pa.types.is_dictionary(f.type)]
+        filtered = [name for name in ("run_id", "metric", "step") if name in schema.names]
         writer = need("pyarrow.parquet").ParquetWriter(
-            path, schema, compression="zstd", use_dictionary=labels
+            path, schema, compression="zstd", use_dictionary=labels, write_statistics=filtered
         )
     elif fmt == "arrow":
         writer = need("pyarrow.ipc").new_stream(path, schema)
