@@ -87,17 +87,24 @@ def _wide_arrow(values: Any) -> Any:
 
 
 def records(rows: Sequence[Any], kind: Kind | None) -> Any:
-    """Typed records as they are (kind None) or as a frame of their fields."""
+    """Typed records as they are (kind None) or as a frame of their fields (of the flat `row()`
+    of a record that nests others)."""
     if kind is None:
         return list(rows)
     from dataclasses import asdict
 
-    data = [asdict(r) if hasattr(r, "__dataclass_fields__") else dict(r) for r in rows]
+    data = [_row(r, asdict) for r in rows]
     if kind == "pandas":
         return need("pandas").DataFrame(data)
     if kind == "polars":
         return need("polars").DataFrame(data)
     return need("pyarrow").Table.from_pylist(data)
+
+
+def _row(record: Any, asdict: Any) -> dict[str, Any]:
+    if hasattr(record, "row"):
+        return dict(record.row())
+    return dict(asdict(record)) if hasattr(record, "__dataclass_fields__") else dict(record)
 
 
 def write_file(
