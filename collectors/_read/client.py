@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from collectors._read import frames
-from collectors._read.http import ApiError, Connection, Params
+from collectors._read.http import ApiError, Body, Connection, Params
 from collectors._read.records import Alert, Incident, RunInfo, Timeline
 
 __all__ = ["Api", "ApiError"]
@@ -158,7 +158,7 @@ class Api:
             with self._conn.open("/api/v1/export", params) as response:
                 if on_total is not None:
                     on_total(int(response.headers.get("X-Export-Values") or 0))
-                reader = pa_ipc.open_stream(response)
+                reader = pa_ipc.open_stream(Body(response))
                 yield from reader
 
     def history(

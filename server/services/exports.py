@@ -98,7 +98,7 @@ def read_ahead(batches: Iterator[T]) -> Iterator[T]:
 class ExportService:
     def __init__(self, db: Database, *, budget: int | None = None) -> None:
         """`budget`: values per read (default: the database's, `exports.READ_VALUES`); a
-        batch handed on holds at most `exports.BATCH_ROWS` rows, and never more than that."""
+        batch handed on holds at most `exports.BATCH_ROWS` rows, and no more than a read."""
         self._db = db
         self.budget = budget or exports.READ_VALUES[db.dialect]
         self.rows = min(self.budget, exports.BATCH_ROWS)

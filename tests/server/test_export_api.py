@@ -454,3 +454,29 @@ def test_rows_come_out_in_series_then_step_order_whatever_order_they_arrive_in(s
     want = sorted(pieces)
     assert got_steps.tolist() == [s for _, s in want]
     _same_values(got_values, np.array([by_pair[p] for p in want]))
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "parquet"])
+def test_an_answer_goes_out_in_pieces_no_larger_than_a_column(fmt: str) -> None:
+    """Pure: a batch of 2**18 rows (9 MiB as Arrow) goes out in pieces of at most one column's
+    buffer (2 MiB of steps or values), which read back joined as the batches written."""
+    from server.api.export_stream import encode
+
+    rows = 1 << 18
+    labels = pa.array(["a", "b"])
+    codes = pa.array(np.zeros(rows, dtype=np.int32))
+    batch = pa.RecordBatch.from_arrays(
+        [pa.DictionaryArray.from_arrays(codes, labels) for _ in exports.LABELS]
+        + [pa.array(np.arange(rows)), pa.array(np.random.default_rng(1).standard_normal(rows))],
+        schema=exports.SCHEMA,
+    )
+    pieces = list(encode([batch, batch], exports.SCHEMA, fmt))
+    assert max(len(p) for p in pieces) <= rows * 8 + 1024
+    whole = b"".join(pieces)
+    back = (
+        pa_ipc.open_stream(whole).read_all()
+        if fmt == "arrow"
+        else pq.read_table(io.BytesIO(whole), schema=exports.SCHEMA)
+    )
+    assert back.num_rows == 2 * rows
+    assert back.column("step").to_pylist()[rows - 2 : rows + 2] == [rows - 2, rows - 1, 0, 1]
