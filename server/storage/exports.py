@@ -274,7 +274,7 @@ def _order(ranks: np.ndarray, steps: np.ndarray) -> np.ndarray:
 
 def _fetch(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
     """The read's columns: NumPy arrays from DuckDB, the driver's tuples from PostgreSQL."""
-    return sql.fetch_columns(conn, sql.text(_READ, "sids", "metric_ids"), params)
+    return sql.fetch_numbers(conn, sql.text(_READ, "sids", "metric_ids"), params)
 
 
 def batches(

@@ -211,6 +211,23 @@ def fetch_columns(conn: Connection, query: sa.TextClause, params: dict[str, Any]
     return {name: _unmasked(column) for name, column in cursor.fetchnumpy().items()}
 
 
+def fetch_numbers(conn: Connection, query: sa.TextClause, params: dict[str, Any]) -> dict[str, Any]:
+    """`fetch_columns` for a query of NOT NULL numeric columns, taken from DuckDB through its
+    Arrow result, a quarter cheaper than its NumPy one for an export's reads (hundreds of
+    thousands of rows each) and as exact. PostgreSQL's come as `fetch_columns` gives them."""
+    if conn.dialect.name != "duckdb":
+        return fetch_columns(conn, query, params)
+    named = query._bindparams
+    bound = query.bindparams(**{k: v for k, v in params.items() if k in named})
+    compiled = bound.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    values = compiled.construct_params()
+    raw: Any = conn.connection.driver_connection
+    ordered = [values[n] for n in compiled.positiontup or []]
+    relation = raw.sql(str(compiled), params=ordered)
+    table = getattr(relation, "to_arrow_table", relation.fetch_arrow_table)()  # its 1.x name
+    return {name: table.column(name).to_numpy() for name in table.column_names}
+
+
 def _unmasked(column: Any) -> Any:
     """DuckDB hands NULLs back as a masked array, whose plain values hide a 0 under each mask:
     NULLs become NaN in a float column and None in any other, as the PostgreSQL path gives."""
