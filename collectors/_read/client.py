@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from collectors._read import frames
+from collectors._read.gathered import Gathered, gathered
 from collectors._read.http import ApiError, Body, Connection, Params
 from collectors._read.records import Alert, Incident, RunInfo, Timeline
 
@@ -175,15 +176,16 @@ class Api:
     ) -> Any:
         """The full-resolution history of the runs (`metrics`, or all) over [step_min,
         step_max], as a pandas (default), polars or Arrow frame: long (a row per value), or
-        `wide` (a row per run, side, actor and step; a column per metric)."""
-        schema = frames.schema()
-        values = frames.table(
-            self.batches(
-                runs, metrics, step_min=step_min, step_max=step_max, source=source,
-                project=project,
-            ),
-            schema,
-        )  # fmt: skip
+        `wide` (a row per run, side, actor and step; a column per metric). A pandas frame is
+        gathered while the values stream in (`gathered`)."""
+        ask: dict[str, Any] = {
+            "step_min": step_min, "step_max": step_max, "source": source, "project": project,
+        }  # fmt: skip
+        if as_ == "pandas":
+            gather = Gathered()
+            found = gathered(self.batches(runs, metrics, on_total=gather.reserve, **ask), gather)
+            return frames.wide_pandas(found) if wide else found
+        values = frames.table(self.batches(runs, metrics, **ask), frames.schema())
         return frames.frame(values, as_, wide=wide)
 
     def download(

@@ -55,7 +55,7 @@ def frame(values: Any, kind: Kind, *, wide: bool = False) -> Any:
         return _wide_arrow(values) if wide else values
     if kind == "pandas":
         df = _pandas(values)
-        return _wide_pandas(df) if wide else df
+        return wide_pandas(df) if wide else df
     if kind == "polars":
         pl = need("polars")
         df = pl.from_arrow(values)
@@ -73,7 +73,7 @@ def _pandas(values: Any) -> Any:
     return values.combine_chunks().to_pandas(split_blocks=True, self_destruct=True)
 
 
-def _wide_pandas(df: Any) -> Any:
+def wide_pandas(df: Any) -> Any:
     for name in LABELS:
         df[name] = df[name].astype(str)
     wide = df.pivot(index=list(WIDE_INDEX), columns="metric", values="value")
@@ -83,7 +83,7 @@ def _wide_pandas(df: Any) -> Any:
 
 def _wide_arrow(values: Any) -> Any:
     pa = need("pyarrow")
-    return pa.Table.from_pandas(_wide_pandas(_pandas(values)), preserve_index=False)
+    return pa.Table.from_pandas(wide_pandas(_pandas(values)), preserve_index=False)
 
 
 def records(rows: Sequence[Any], kind: Kind | None) -> Any:
