@@ -5,14 +5,18 @@
 
 The corpus is the scale benchmark's (benchmarks/scale.py): N runs × `--steps` steps × 40
 metrics, written through the ingest path and compacted as the server compacts (64 × 10,000 ×
-40 = 25.6 M values). Then, each the median of `--repeats` runs:
+40 = 25.6 M values). Then `--repeats` rounds, each of the three reads one after the other, so
+that a round's reads share whatever else the machine is doing at the time:
 - baseline: a direct read of the same values (run id, source, actor, metric, step, value) into
-  an Arrow table in this process, with the database's own driver (DuckDB's Arrow result; on
-  PostgreSQL psycopg's rows from a server-side cursor, 262,144 at a time, each chunk made an
-  Arrow table, as a careful script would fetch them), the server stopped;
+  an Arrow table in this process, with the database's own driver (DuckDB's Arrow result, from
+  a copy of the file, since the server holds its own; on PostgreSQL psycopg's rows from a
+  server-side cursor, 262,144 at a time, each chunk made an Arrow table, as a careful script
+  would fetch them);
 - parquet: `GET /api/v1/export?format=parquet` of every run, streamed to a file;
-- pandas: `collectors.Api().history(every run)` into one long pandas frame;
-each also as a ratio to the baseline (the target is ≤ 2×);
+- pandas: `collectors.Api().history(every run)` into one long pandas frame.
+Each figure is the median over the rounds; each ratio the median of the rounds' ratios to their
+baseline (the target is ≤ 2×). Beside the wall-clock seconds, the CPU seconds each side spent
+(this process, and the server's from /proc), which a busy machine moves less.
 - server RSS above idle: the server's peak resident memory during the exports minus its
   resident memory just before (sampled every 20 ms from /proc; the target is ≤ 256 MiB);
 - client memory per batch: while streaming `Api.batches` one batch at a time, the largest
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -31,6 +37,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +87,9 @@ def direct_read(db_url: str) -> tuple[float, int]:
         db.dispose()
 
 
-class RssPeak:
-    """The peak resident memory of a process while this runs (sampled from /proc)."""
+class Server:
+    """A server process's resident memory and CPU time (from /proc), and its peak resident
+    memory while used as a context (sampled every 20 ms)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -95,12 +103,16 @@ class RssPeak:
                 return int(line.split()[1]) * 1024
         return 0
 
+    def cpu(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def _sample(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, self.rss())
             time.sleep(0.02)
 
-    def __enter__(self) -> RssPeak:
+    def __enter__(self) -> Server:
         self._thread.start()
         return self
 
@@ -109,14 +121,17 @@ class RssPeak:
         self._thread.join()
 
 
-def timed(fn: Callable[[], Any], repeats: int) -> float:
-    return statistics.median(_once(fn) for _ in range(repeats))
+@dataclass(frozen=True)
+class Cost:
+    wall_s: float
+    cpu_s: float  # this process's, every thread
+    server_cpu_s: float
 
 
-def _once(fn: Callable[[], Any]) -> float:
-    started = time.perf_counter()
+def cost(fn: Callable[[], Any], server: Server) -> Cost:
+    wall, cpu, served = time.perf_counter(), time.process_time(), server.cpu()
     fn()
-    return time.perf_counter() - started
+    return Cost(time.perf_counter() - wall, time.process_time() - cpu, server.cpu() - served)
 
 
 def parquet_through_server(url: str, ids: list[str], into: Path) -> None:
@@ -145,46 +160,84 @@ def client_batches(api: collectors.Api, ids: list[str]) -> tuple[int, int, int]:
     return rows, largest, python_peak + arrow_peak
 
 
+def direct_copy(db_url: str, into: Path) -> str:
+    """Where the baseline reads while the server runs: a copy of a DuckDB file (one process
+    holds a DuckDB file), the database itself on PostgreSQL."""
+    if not db_url.endswith(".duckdb"):
+        return db_url
+    copy = into / "direct.duckdb"
+    shutil.copyfile(db_url, copy)
+    return str(copy)
+
+
 def measure(
     db_url: str, runs: int, steps: int, repeats: int, say: Callable[[str], None]
 ) -> dict[str, Any]:
     ids = [run_id(i) for i in range(runs)]
-    reads = [direct_read(db_url) for _ in range(repeats)]
-    direct_s, rows = statistics.median(r[0] for r in reads), reads[0][1]
-    say(f"  direct read of {rows:,} values into Arrow: {direct_s:.2f} s")
+    with tempfile.TemporaryDirectory() as tmp:
+        return _measure(db_url, direct_copy(db_url, Path(tmp)), ids, repeats, Path(tmp), say)
+
+
+def _measure(
+    db_url: str,
+    direct_url: str,
+    ids: list[str],
+    repeats: int,
+    tmp: Path,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
     proc, url = start_server(db_url)
+    rows = [0, 0]
+    rounds: list[tuple[Cost, Cost, Cost]] = []
     try:
         api = collectors.Api(url)
         api.history(ids[:1], ["k3_kl"])  # warm: imports, connections, both writers
-        parquet_through_server(url, ids[:1], Path(tempfile.gettempdir()) / "warm.parquet")
-        watch = RssPeak(proc.pid)
-        idle = watch.rss()
-        with tempfile.TemporaryDirectory() as tmp, watch:
-            target = Path(tmp) / "export.parquet"
-            parquet_s = timed(lambda: parquet_through_server(url, ids, target), repeats)
-            parquet_mib = target.stat().st_size / 2**20
-            say(f"  parquet through the server: {parquet_s:.2f} s ({parquet_mib:.0f} MiB)")
-            frame_rows = [0]
+        parquet_through_server(url, ids[:1], tmp / "warm.parquet")
+        target = tmp / "export.parquet"
 
-            def into_pandas() -> None:
-                frame_rows[0] = len(api.history(ids))
+        def direct() -> None:
+            rows[0] = direct_read(direct_url)[1]
 
-            pandas_s = timed(into_pandas, repeats)
-            say(f"  pandas through the client: {pandas_s:.2f} s ({frame_rows[0]:,} rows)")
+        def into_pandas() -> None:
+            rows[1] = len(api.history(ids))
+
+        server = Server(proc.pid)
+        idle = server.rss()
+        with server:
+            for i in range(repeats):
+                one = (
+                    cost(direct, server),
+                    cost(lambda: parquet_through_server(url, ids, target), server),
+                    cost(into_pandas, server),
+                )
+                rounds.append(one)
+                say(
+                    f"  round {i + 1}: direct {one[0].wall_s:.2f} s, parquet "
+                    f"{one[1].wall_s:.2f} s, pandas {one[2].wall_s:.2f} s ({rows[1]:,} values)"
+                )
+        parquet_mib = target.stat().st_size / 2**20
         streamed, largest, peak = client_batches(api, ids)
     finally:
         stop(proc)
-    assert frame_rows[0] == rows == streamed, (frame_rows[0], rows, streamed)
+    assert rows[1] == rows[0] == streamed, (rows, streamed)
+
+    def median(pick: Callable[[tuple[Cost, Cost, Cost]], float]) -> float:
+        return round(statistics.median(pick(r) for r in rounds), 3)
+
     return {
-        "values": rows,
-        "direct_arrow_s": round(direct_s, 3),
-        "parquet_server_s": round(parquet_s, 3),
-        "pandas_client_s": round(pandas_s, 3),
-        "parquet_ratio": round(parquet_s / direct_s, 2),
-        "pandas_ratio": round(pandas_s / direct_s, 2),
+        "values": rows[0],
+        "direct_arrow_s": median(lambda r: r[0].wall_s),
+        "parquet_server_s": median(lambda r: r[1].wall_s),
+        "pandas_client_s": median(lambda r: r[2].wall_s),
+        "parquet_ratio": round(median(lambda r: r[1].wall_s / r[0].wall_s), 2),
+        "pandas_ratio": round(median(lambda r: r[2].wall_s / r[0].wall_s), 2),
+        "direct_cpu_s": median(lambda r: r[0].cpu_s),
+        "parquet_server_cpu_s": median(lambda r: r[1].server_cpu_s),
+        "pandas_server_cpu_s": median(lambda r: r[2].server_cpu_s),
+        "pandas_client_cpu_s": median(lambda r: r[2].cpu_s),
         "parquet_mib": round(parquet_mib, 1),
         "server_rss_idle_mib": round(idle / 2**20, 1),
-        "server_rss_above_idle_mib": round((watch.peak - idle) / 2**20, 1),
+        "server_rss_above_idle_mib": round((server.peak - idle) / 2**20, 1),
         "client_largest_batch_mib": round(largest / 2**20, 2),
         "client_peak_mib": round(peak / 2**20, 2),
     }

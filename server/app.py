@@ -42,6 +42,7 @@ from server.api.routes import (
     oidc,
     personal_tokens,
     projects,
+    run_list,
     runs,
     session,
     tokens,
@@ -157,7 +158,18 @@ def create_app(settings: Settings | None = None, *, migrate_db: bool = True) -> 
     app.state.services = services
     errors.install(app)
     docs.install(app)
-    api = (health, ingest, runs, exports, attribution, projects, tokens, alarms, incidents)
+    api = (
+        health,
+        ingest,
+        run_list,
+        runs,
+        exports,
+        attribution,
+        projects,
+        tokens,
+        alarms,
+        incidents,
+    )
     for module in (*api, maintenance, identity, personal_tokens, session, local_access, oidc):
         app.include_router(module.router)
     _document_ingest_body(app)

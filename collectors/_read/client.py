@@ -1,26 +1,29 @@
 """`Api`: a Mismatch Monitor server's runs and values, read into a notebook.
 
     api = collectors.Api()            # MISMATCH_URL / MISMATCH_TOKEN, as the collectors read
-    runs = api.runs(project="rl", label="engine=v1", gpu="H100")
+    runs = api.runs(project="rl", label="engine=v1", gpu="H100", status="finished")
     df = api.history(runs, ["k3_kl", "ratio_mean"], wide=True)   # every stored step
+    api.incidents("rl", state="firing", as_="pandas")             # what fires now
 
 Values come at full resolution — every stored step, NaN and ±Inf included, never sampled —
 from the server's export (`GET /api/v1/export`, an Arrow stream), read batch by batch: a
 client holds what it asked for (`history`) or one batch at a time (`batches`, `download`),
-never the server's answer as a whole. Lists are paged. Reads carry the token, so a read token
-sees its project only.
+never the server's answer as a whole. Lists are paged and filtered by the server. Reads carry
+the token, so a read token sees its project only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from collectors._read import frames
-from collectors._read.http import ApiError, Connection, Params
-from collectors._read.records import Alert, RunInfo
+from collectors._read.gathered import Gathered, gathered
+from collectors._read.http import ApiError, Body, Connection, Params
+from collectors._read.records import Alert, Incident, RunInfo, Timeline
 
 __all__ = ["Api", "ApiError"]
 
@@ -79,32 +82,22 @@ class Api:
         until: float | None = None,
         page_size: int = 500,
     ) -> Iterator[RunInfo]:
-        """Runs, most recently active first, a page at a time. `label` is KEY, KEY=VALUE or
-        KEY=; `status` live, idle, finished or failed; `gpu` a substring of a GPU type the run
-        used (`"H100"`); `config` keys whose values must equal the given ones (read from each
-        matching run's detail, which then comes filled in); `since`/`until` bound the run's
-        last activity (Unix seconds). `kind` None lists parity reports too."""
-        statuses = {status} if isinstance(status, str) else set(status or ())
+        """Runs, most recently active first, a page at a time, every filter applied by the
+        server. `label` is KEY, KEY=VALUE or KEY=; `status` live, idle, finished or failed (or
+        several); `gpu` a part of a GPU type the run used (`"H100"`, any case); `config`
+        top-level keys whose values must equal the given ones (strings, numbers, booleans or
+        None); `since`/`until` bound the run's last activity (Unix seconds). `kind` None lists
+        parity reports too."""
+        statuses = [status] if isinstance(status, str) else list(status or ())
         params: dict[str, str | int | float | None] = {
             "project": project, "label": label, "tag": tag, "text": text, "kind": kind,
+            "status": ",".join(statuses) or None, "gpu": gpu, "since": since, "until": until,
+            "config": None if config is None else json.dumps(config, allow_nan=False),
             "limit": page_size,
         }  # fmt: skip
         while True:
             page = self._conn.get_json("/api/v1/runs", params)
-            for data in page["data"]:
-                run = RunInfo.of(data)
-                active = run.last_seen if run.last_seen is not None else run.created_at
-                if statuses and run.status not in statuses:
-                    continue
-                if gpu is not None and not any(gpu.lower() in g.lower() for g in run.gpus):
-                    continue
-                if (since is not None and active < since) or (until is not None and active > until):
-                    continue
-                if config is not None:
-                    run = self.run(run.id, project=run.project)
-                    if any((run.config or {}).get(k, _MISSING) != v for k, v in config.items()):
-                        continue
-                yield run
+            yield from (RunInfo.of(data) for data in page["data"])
             if not page.get("next_cursor"):
                 return
             params["cursor"] = page["next_cursor"]
@@ -166,7 +159,7 @@ class Api:
             with self._conn.open("/api/v1/export", params) as response:
                 if on_total is not None:
                     on_total(int(response.headers.get("X-Export-Values") or 0))
-                reader = pa_ipc.open_stream(response)
+                reader = pa_ipc.open_stream(Body(response))
                 yield from reader
 
     def history(
@@ -183,15 +176,16 @@ class Api:
     ) -> Any:
         """The full-resolution history of the runs (`metrics`, or all) over [step_min,
         step_max], as a pandas (default), polars or Arrow frame: long (a row per value), or
-        `wide` (a row per run, side, actor and step; a column per metric)."""
-        schema = frames.schema()
-        values = frames.table(
-            self.batches(
-                runs, metrics, step_min=step_min, step_max=step_max, source=source,
-                project=project,
-            ),
-            schema,
-        )  # fmt: skip
+        `wide` (a row per run, side, actor and step; a column per metric). A pandas frame is
+        gathered while the values stream in (`gathered`)."""
+        ask: dict[str, Any] = {
+            "step_min": step_min, "step_max": step_max, "source": source, "project": project,
+        }  # fmt: skip
+        if as_ == "pandas":
+            gather = Gathered()
+            found = gathered(self.batches(runs, metrics, on_total=gather.reserve, **ask), gather)
+            return frames.wide_pandas(found) if wide else found
+        values = frames.table(self.batches(runs, metrics, **ask), frames.schema())
         return frames.frame(values, as_, wide=wide)
 
     def download(
@@ -240,6 +234,37 @@ class Api:
         found = [Alert.of(a) for a in self._conn.get_json("/api/v1/alerts", params)["data"]]
         return frames.records(found, as_)
 
+    def incidents(
+        self,
+        project: str | None = None,
+        *,
+        run: str | None = None,
+        state: str | None = None,
+        severity: str | None = None,
+        label: str | None = None,
+        ended_within_h: float | None = None,
+        limit: int = 200,
+        as_: frames.Kind | None = None,
+    ) -> Any:
+        """Incidents (a run's alerts that fired together): firing first, then the most severe,
+        then the newest; ended ones of the last `ended_within_h` hours (the server's default:
+        24). `state` firing, resolved or no_data; `severity` that of the incident (its worst
+        alert's); `label` a run label filter (KEY, KEY=V, KEY!=V). Typed records, or a frame
+        with `as_`: a row per incident, its first cause's rule, metric, step and value as
+        columns."""
+        params = {
+            "project": project, "run": run, "state": state, "severity": severity,
+            "label": label, "ended_within_h": ended_within_h, "limit": limit,
+        }  # fmt: skip
+        found = self._conn.get_json("/api/v1/incidents", params)["data"]
+        return frames.records([Incident.of(i) for i in found], as_)
+
+    def incident(self, incident_id: str) -> Timeline:
+        """One incident's timeline: the incident, its alerts, and what happened to it oldest
+        first (alerts opening and ending, each notification with its receiver, attempts and
+        outcome, silences, acknowledgements), with the silences that cover its alerts."""
+        return Timeline.of(self._conn.get_json(f"/api/v1/incidents/{_quote(incident_id)}"))
+
     def attribution(self, run_id: str, *, project: str | None = None) -> dict[str, Any]:
         """What the server attributes the run's mismatch to (the likely causes, their evidence)."""
         path = f"/api/v1/runs/{_quote(run_id)}/attribution"
@@ -265,9 +290,6 @@ class Api:
         path = f"/api/v1/runs/{_quote(run_id)}/buckets"
         rows = [dict(r, run_id=run_id) for r in self._conn.get_json(path, params)["data"]]
         return frames.records(rows, as_)
-
-
-_MISSING = object()
 
 
 def _quote(text: str) -> str:

@@ -71,3 +71,28 @@ def _error(exc: urllib.error.HTTPError) -> ApiError:
     detail = body.get("detail") if isinstance(body, dict) else None
     message = f"{exc.code} {detail or exc.reason}"
     return ApiError(message, status=exc.code, detail=body)
+
+
+class Body:
+    """An answer's body as a file whose `read(n)` fills one buffer of `n` bytes straight from
+    the socket. `http.client` reads a chunked body's pieces and joins them, so a read of a
+    whole Arrow batch held it twice; `readinto` writes each piece in place."""
+
+    closed = False
+
+    def __init__(self, response: http.client.HTTPResponse) -> None:
+        self._response = response
+
+    def read(self, size: int | None = -1) -> bytes | bytearray:
+        if size is None or size < 0:
+            return self._response.read()
+        buffer = bytearray(size)
+        with memoryview(buffer) as view:
+            got = 0
+            while got < size:
+                n = self._response.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+        del buffer[got:]
+        return buffer

@@ -64,3 +64,77 @@ class Alert:
     @classmethod
     def of(cls, data: dict[str, Any]) -> Alert:
         return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Incident:
+    """A run's alerts that fired together: its first cause (`headline`), the worst severity
+    among them, and whether any still fires."""
+
+    id: str
+    project: str
+    run_id: str
+    headline: Alert
+    severity: str
+    state: str
+    alerts: int
+    firing: int
+    opened_at: float
+    ended_at: float | None = None
+    acknowledged: dict[str, Any] | None = None  # by, at, comment
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Incident:
+        known = _known(cls, data)
+        return cls(**{**known, "headline": Alert.of(data["headline"])})
+
+    def row(self) -> dict[str, Any]:
+        """One flat row for a frame: the headline alert's rule, metric, step and value beside
+        the incident's own fields."""
+        h, ack = self.headline, self.acknowledged or {}
+        return {
+            "id": self.id, "project": self.project, "run_id": self.run_id,
+            "severity": self.severity, "state": self.state, "alerts": self.alerts,
+            "firing": self.firing, "opened_at": self.opened_at, "ended_at": self.ended_at,
+            "rule_name": h.rule_name, "metric": h.metric, "source": h.source, "actor": h.actor,
+            "step": h.step, "value": h.value, "threshold": h.threshold,
+            "acknowledged_by": ack.get("by"), "acknowledged_at": ack.get("at"),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """Something that happened to an incident: an alert opening or ending, a notification
+    (with its receiver, attempts and outcome in `notification`), a silence, an
+    acknowledgement."""
+
+    at: float
+    kind: str
+    text: str
+    by: str | None = None
+    alert_id: str | None = None
+    notification: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> TimelineEvent:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """An incident, its alerts, everything that happened to it (oldest first), and the
+    silences that cover its alerts."""
+
+    incident: Incident
+    alerts: list[Alert]
+    events: list[TimelineEvent]
+    silences: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Timeline:
+        return cls(
+            Incident.of(data["incident"]),
+            [Alert.of(a) for a in data.get("alerts", [])],
+            [TimelineEvent.of(e) for e in data.get("events", [])],
+            list(data.get("silences", [])),
+        )

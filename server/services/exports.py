@@ -37,6 +37,7 @@ class Export:
     reads: list[exports.Read]
     labels: exports.Dictionaries
     db: Database
+    rows: int = exports.BATCH_ROWS
 
     @property
     def values(self) -> int:
@@ -46,7 +47,7 @@ class Export:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The batches, the next one read while the caller writes out the one it holds."""
-        return read_ahead(exports.batches(self.db.read, self.reads, self.labels))
+        return read_ahead(exports.batches(self.db.read, self.reads, self.labels, self.rows))
 
 
 def read_ahead(batches: Iterator[T]) -> Iterator[T]:
@@ -95,9 +96,12 @@ def read_ahead(batches: Iterator[T]) -> Iterator[T]:
 
 
 class ExportService:
-    def __init__(self, db: Database, *, budget: int = exports.DEFAULT_BUDGET) -> None:
+    def __init__(self, db: Database, *, budget: int | None = None) -> None:
+        """`budget`: values per read (default: the database's, `exports.READ_VALUES`); a
+        batch handed on holds at most `exports.BATCH_ROWS` rows, and no more than a read."""
         self._db = db
-        self.budget = budget
+        self.budget = budget or exports.READ_VALUES[db.dialect]
+        self.rows = min(self.budget, exports.BATCH_ROWS)
 
     def plan(
         self,
@@ -128,7 +132,7 @@ class ExportService:
                     detail={"field": "metrics", "missing": missing},
                 )
         reads = exports.plan_reads(found, step_min, step_max, self.budget)
-        return Export(found, reads, exports.Dictionaries.of(found), self._db)
+        return Export(found, reads, exports.Dictionaries.of(found), self._db, self.rows)
 
 
 def check(

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from server.domain.labels import InvalidLabelFilter, LabelFilter, parse_optional
+from server.domain.run_filters import InvalidRunFilter, RunConditions
 from server.errors import Conflict, NotFound, Rejected
 from server.storage import runs
 
@@ -49,3 +50,19 @@ def label_filter(text: str | None) -> LabelFilter | None:
         return parse_optional(text)
     except InvalidLabelFilter as exc:
         raise Rejected(str(exc)) from exc
+
+
+def run_conditions(
+    *,
+    status: str | None = None,
+    gpu: str | None = None,
+    config: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> RunConditions:
+    """The runs list's conditions as typed (`server.domain.run_filters`), refused naming the
+    field at fault."""
+    try:
+        return RunConditions.parse(status=status, gpu=gpu, config=config, since=since, until=until)
+    except InvalidRunFilter as exc:
+        raise Rejected(str(exc), detail={"field": exc.field}) from exc

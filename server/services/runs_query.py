@@ -30,6 +30,7 @@ from server.domain.reads.runs import (
     RunSummary,
 )
 from server.domain.reads.scope import ReadScope
+from server.domain.run_filters import RunConditions
 from server.errors import Rejected
 from server.services.run_lookup import find, find_all, label_filter
 from server.storage import exemplars, heads, notes, run_pages, runs, series, trends
@@ -62,15 +63,22 @@ class RunQueries:
         cursor: str | None = None,
         limit: int = 50,
         kind: RunKind | None = None,
+        conditions: RunConditions | None = None,
     ) -> RunPage:
-        """One page of runs, filtered and sorted in the database; `cursor` continues a paging."""
-        filters = RunFilter(project, scope.projects, label_filter(label), tag, text, kind)
+        """One page of runs, filtered and sorted in the database; `cursor` continues a paging.
+        `conditions` (status, GPU type, config, last activity) judge a run's status at the
+        moment its summary is made, so the two agree."""
+        now = time.time()
+        filters = RunFilter(
+            project, scope.projects, label_filter(label), tag, text, kind,
+            conditions or RunConditions(), now - self._live_window_s,
+        )  # fmt: skip
         after = Cursor.decode(cursor) if cursor else None
         with self._db.read() as conn:
             page = run_pages.page(
                 conn, filters=filters, sort=sort, descending=descending, after=after, limit=limit
             )
-            data = self._summaries(conn, page.rows)
+            data = self._summaries(conn, page.rows, now)
         next_cursor = page.next.encode() if page.next is not None else None
         return RunPage(tuple(data), page.total, next_cursor)
 
@@ -138,7 +146,7 @@ class RunQueries:
     def get_run(self, scope: ReadScope, run_id: str) -> RunDetail:
         with self._db.read() as conn:
             row = find(conn, run_id, scope.projects, with_config=True)
-            (summary,) = self._summaries(conn, [row])
+            (summary,) = self._summaries(conn, [row], time.time())
             actor_rows = runs.actors(conn, row.pk)
             spans = runs.segments(conn, row.pk)
             annotations = annotations_of(conn, row)
@@ -199,13 +207,12 @@ class RunQueries:
         """The rows of the runs asked for, in the order asked (the hardware reads' lookup)."""
         return find_all(conn, run_ids, projects)
 
-    def _summaries(self, conn: Connection, rows: Sequence[Any]) -> list[RunSummary]:
-        """Run summaries from run rows and heads: no value is read."""
+    def _summaries(self, conn: Connection, rows: Sequence[Any], now: float) -> list[RunSummary]:
+        """Run summaries from run rows and heads, statuses as of `now`: no value is read."""
         pks = [r.pk for r in rows]
         gpus = runs.gpus(conn, pks)
         found = heads.summary_heads(conn, pks, LATEST)
         firing = run_pages.firing_counts(conn, [(r.project, r.id) for r in rows])
-        now = time.time()
         return [
             RunSummary(
                 id=row.id,

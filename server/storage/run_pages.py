@@ -13,7 +13,7 @@ import base64
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 import sqlalchemy as sa
@@ -22,8 +22,9 @@ from sqlalchemy.sql import ColumnElement
 
 from server.domain.labels import LabelFilter
 from server.domain.names import RUN_SORTS, RunSort
+from server.domain.run_filters import RunConditions
 from server.errors import Malformed
-from server.storage import alarm_tables, heads, sql
+from server.storage import alarm_tables, heads, run_conditions, sql
 from server.storage import tables as t
 from server.storage.runs import RUN_COLUMNS
 
@@ -39,6 +40,8 @@ class RunFilter:
     tag: str | None = None
     text: str | None = None
     kind: str | None = None  # "training" or "parity"; None: every kind
+    conditions: RunConditions = field(default_factory=RunConditions)  # status, GPU, config…
+    live_since: float | None = None  # a run that sent a step since then is live
 
 
 MAX_CURSOR = 4096
@@ -192,7 +195,7 @@ def _where(dialect: str, f: RunFilter) -> list[ColumnElement[bool]]:
                 sa.func.lower(r.id).like(pattern, escape="\\"),
             )
         )
-    return where
+    return where + run_conditions.where(dialect, f.conditions, f.live_since)
 
 
 def page(

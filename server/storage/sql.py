@@ -72,6 +72,51 @@ def json_text_at(dialect: str, document: ColumnElement[Any], key: str) -> Column
     return sa.cast(document, JSONB).op("->>")(key)
 
 
+_JSON_KINDS = {
+    "VARCHAR": "string",
+    "BIGINT": "number",
+    "UBIGINT": "number",
+    "HUGEINT": "number",
+    "DOUBLE": "number",
+    "BOOLEAN": "boolean",
+    "NULL": "null",
+    "OBJECT": "object",
+    "ARRAY": "array",
+}
+
+_NON_FINITE = "NaN|Infinity"
+_PIECES = r'("(?:[^"\\]|\\.)*")|(NaN|-?Infinity)|([^"NI-]+|[NI-])'
+"""A JSON text cut into pieces that cover it: a string, a non-finite token, anything else."""
+
+
+def json_scalar_at(
+    dialect: str, document: ColumnElement[Any], key: str
+) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """The JSON type ('string', 'number', 'boolean', 'null', 'object', 'array'; NULL where the
+    key is absent) and the text of the value at `key` of the JSON object stored as text in
+    `document`.
+
+    A config may hold NaN and ±Infinity (Python writes them as bare tokens), which DuckDB reads
+    as numbers and PostgreSQL's JSON types refuse, failing the whole statement. On PostgreSQL a
+    document that holds such a token is cut into pieces (`_PIECES`: strings whole, so a token's
+    spelling inside a string is left alone) and each token made an object,
+    `{"nonfinite": "NaN"}`, which no scalar equals, as no finite number equals them on DuckDB.
+    The pieces are spliced in as literal SQL around the column expression (never user input)."""
+    if dialect == "duckdb":
+        pointer = json_pointer(key)
+        kind = sa.func.json_type(document, pointer)
+        named = sa.case(*((kind == k, v) for k, v in _JSON_KINDS.items()))
+        return named, sa.func.json_extract_string(document, pointer)
+    rebuilt: ColumnElement[Any] = sa.literal_column(
+        "(SELECT string_agg(CASE WHEN p.m[2] IS NULL THEN coalesce(p.m[1], p.m[3]) "
+        """ELSE '{"nonfinite": "' || p.m[2] || '"}' END, '' ORDER BY p.n) """
+        f"FROM regexp_matches({document}, '{_PIECES}', 'g') WITH ORDINALITY AS p(m, n))"
+    )
+    readable = sa.case((document.regexp_match(_NON_FINITE), rebuilt), else_=document)
+    parsed = sa.cast(readable, JSONB)
+    return sa.func.jsonb_typeof(parsed.op("->")(key)), parsed.op("->>")(key)
+
+
 def json_array_has(dialect: str, document: ColumnElement[Any], item: str) -> ColumnElement[bool]:
     """The JSON array of strings stored as text in `document` holds `item`."""
     if dialect == "duckdb":
@@ -164,6 +209,23 @@ def fetch_columns(conn: Connection, query: sa.TextClause, params: dict[str, Any]
     raw: Any = conn.connection.driver_connection
     cursor = raw.execute(str(compiled), [values[n] for n in compiled.positiontup or []])
     return {name: _unmasked(column) for name, column in cursor.fetchnumpy().items()}
+
+
+def fetch_numbers(conn: Connection, query: sa.TextClause, params: dict[str, Any]) -> dict[str, Any]:
+    """`fetch_columns` for a query of NOT NULL numeric columns, taken from DuckDB through its
+    Arrow result, a quarter cheaper than its NumPy one for an export's reads (hundreds of
+    thousands of rows each) and as exact. PostgreSQL's come as `fetch_columns` gives them."""
+    if conn.dialect.name != "duckdb":
+        return fetch_columns(conn, query, params)
+    named = query._bindparams
+    bound = query.bindparams(**{k: v for k, v in params.items() if k in named})
+    compiled = bound.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    values = compiled.construct_params()
+    raw: Any = conn.connection.driver_connection
+    ordered = [values[n] for n in compiled.positiontup or []]
+    relation = raw.sql(str(compiled), params=ordered)
+    table = getattr(relation, "to_arrow_table", relation.fetch_arrow_table)()  # its 1.x name
+    return {name: table.column(name).to_numpy() for name in table.column_names}
 
 
 def _unmasked(column: Any) -> Any:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import StreamingResponse
 
 from server.api.deps import ReadScopeDep, ReadsDep
-from server.api.export_stream import MEDIA_TYPES, SUFFIXES, Format, encode
+from server.api.export_stream import MEDIA_TYPES, SUFFIXES, Format, encode, released
 from server.api.params import StepMax, StepMin
 from server.domain.names import Source
 from server.errors import Rejected
@@ -81,7 +81,7 @@ def export(
     name = "export" if len(plan.heads) == 0 else plan.heads[0].run_id
     filename = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100]
     return StreamingResponse(
-        encode(plan.batches(), SCHEMA, fmt),
+        released(encode(plan.batches(), SCHEMA, fmt)),
         media_type=MEDIA_TYPES[fmt],
         headers={
             VALUES_HEADER: str(plan.values),

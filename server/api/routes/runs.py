@@ -16,11 +16,10 @@ from server.analysis.comparison import MAX_N_BOOT
 from server.api.bounded import AnalysisDep
 from server.api.deps import ReaderDep, ReadScopeDep, ReadsDep
 from server.api.params import ResolutionParam, StepMax, StepMin
-from server.api.read_outs import hardware_out, listed, out, run_page_out
+from server.api.read_outs import hardware_out, listed, out
 from server.api.responses import model_response
 from server.auth import Principal
-from server.domain.names import ExemplarKind, RunKind
-from server.domain.names import RunSort as Sort
+from server.domain.names import ExemplarKind
 from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
 from server.reports.hardware import hardware_report
@@ -32,7 +31,6 @@ from server.schemas.query import (
     ListOut,
     MetricOut,
     RunDetailOut,
-    RunPageOut,
     SeriesOut,
 )
 
@@ -52,58 +50,6 @@ BucketSteps = Annotated[
         "needs more than max_points of them",
     ),
 ]
-
-
-@router.get("/projects", response_model=ListOut[str])
-def list_projects(reads: ReadsDep, principal: ReaderDep) -> ListOut[str]:
-    data = reads.runs.projects(ReadScope.of(principal.readable_projects()))
-    return ListOut(data=data, count=len(data))
-
-
-@router.get("/runs", response_model=RunPageOut)
-def list_runs(
-    reads: ReadsDep,
-    principal: ReaderDep,
-    project: Annotated[str | None, Query(max_length=128)] = None,
-    label: Annotated[
-        str | None,
-        Query(max_length=300, description="KEY (present), KEY=VALUE, or KEY= (empty value)"),
-    ] = None,
-    tag: Annotated[str | None, Query(max_length=100)] = None,
-    text: Annotated[
-        str | None, Query(max_length=200, description="Substring of name or id")
-    ] = None,
-    sort: Annotated[Sort, Query(description="activity | created | name | k3 | alarms")] = (
-        "activity"
-    ),
-    order: Literal["desc", "asc"] = "desc",
-    cursor: Annotated[
-        str | None,
-        Query(
-            description="`next_cursor` of the previous page; any other text answers 400 "
-            "(checked by the cursor codec, length included)"
-        ),
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=5000)] = 50,
-    kind: Annotated[
-        RunKind | None, Query(description="training or parity (parity reports only)")
-    ] = None,
-) -> Response:
-    """A page of runs, most recently active first unless sorted otherwise; `next_cursor`
-    continues in the same order (runs that arrive meanwhile do not shift the pages)."""
-    page = reads.runs.runs_page(
-        ReadScope.of(principal.readable_projects()),
-        project=project,
-        label=label,
-        tag=tag,
-        text=text,
-        sort=sort,
-        descending=order == "desc",
-        cursor=cursor,
-        limit=limit,
-        kind=kind,
-    )
-    return model_response(run_page_out(page))
 
 
 @router.get("/trends", response_model=dict[str, list[float]])
