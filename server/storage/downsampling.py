@@ -111,11 +111,14 @@ def buckets(parts: Parts, width: int) -> list[tuple[Any, ...]]:
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     ends = np.r_[starts[1:], len(bucket)] - 1
     col = {name: values[order] for name, values in c.items()}
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         vmin = np.fmin.reduceat(col["vmin"], starts)
         vmax = np.fmax.reduceat(col["vmax"], starts)
         finite = np.add.reduceat(col["finite"], starts)
-        mean = np.add.reduceat(col["vsum"], starts) / finite
+        # each part's sum over the bucket's count, then added: the mean lies between min and
+        # max, so it stays finite where the bucket's plain sum of values near 1e308 would not
+        share = col["vsum"] / np.repeat(finite, np.diff(np.r_[starts, len(bucket)]))
+        mean = np.add.reduceat(share, starts)
     none = finite == 0  # no finite value: min, max and mean are missing, not NaN
     columns = [
         np.minimum.reduceat(col["step_lo"], starts).tolist(),

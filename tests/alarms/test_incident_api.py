@@ -80,7 +80,16 @@ def test_acknowledging_stops_the_escalation_but_not_the_end(
         kinds = [b["type"] for _, b in receiver.delivered()]
         assert kinds == ["alert.firing", "alert.resolved"]  # no alert.escalated
 
-        timeline = server.query(f"/api/v1/incidents/{incident['id']}", token=tokens["read"])
+        def recorded() -> dict[str, Any] | None:
+            """The timeline once the worker has recorded the end message's delivery (the
+            receiver hears it a moment before the outcome is written)."""
+            found = server.query(f"/api/v1/incidents/{incident['id']}", token=tokens["read"])
+            notes = [e["notification"] for e in found["events"] if e["kind"] == "notification"]
+            moving = ("pending", "retrying")
+            done = len(notes) == 2 and all(n["outcome"] not in moving for n in notes)
+            return found if done else None
+
+        timeline = wait_for(recorded)
         assert timeline["incident"]["severity"] == "critical"
         assert timeline["incident"]["state"] == "resolved"
         events = timeline["events"]

@@ -49,7 +49,7 @@ def test_rules_edit_refusal_preview_and_switch(
     row = page.locator(f"#{ids.RULES_TABLE} tr", has=exact)
     assert "default" in str(row.inner_text())
     row.locator("input").first.click()
-    wait_for(lambda: _text(page, f"#{ids.RULES_REASON}", "two and a half times"), 30)
+    wait_for(lambda: _text(page, f"#{ids.RULES_REASON}", "twice the highest"), 30)
 
     page.fill(f"#{ids.RULES_PARAMS}", '{"threshold": "abc"}')
     page.click(f"#{ids.RULES_SAVE}")

@@ -319,3 +319,11 @@ def test_trends_are_each_runs_series_in_a_few_buckets(
         ]
         assert 2 <= len(trend) <= 30
         np.testing.assert_allclose(trend, want)
+
+
+def test_a_bucket_of_values_near_the_float_limit_has_a_finite_mean() -> None:
+    from server.storage.downsampling import Parts, buckets
+
+    big = 1.5e308
+    [row] = buckets(Parts.from_values(range(4), [big] * 4), 4)
+    assert row[4] == pytest.approx(big)  # the mean: a plain sum of the four would be inf
