@@ -29,7 +29,7 @@ def list_incidents(
     state: IncidentState | None = None,
     severity: Severity | None = None,
     label: Annotated[
-        str | None, Query(max_length=300, description="A run label filter: KEY, KEY=V, KEY!=V")
+        str | None, Query(max_length=300, description="A run label filter: KEY, KEY=VALUE or !KEY")
     ] = None,
     ended_within_h: Annotated[
         float, Query(gt=0, le=24 * 90, description="Ended incidents shown: those of the last H")

@@ -33,7 +33,7 @@ def list_runs(
     project: Annotated[str | None, Query(max_length=128)] = None,
     label: Annotated[
         str | None,
-        Query(max_length=300, description="KEY (present), KEY=VALUE, or KEY= (empty value)"),
+        Query(max_length=300, description="KEY, KEY=VALUE, KEY= (empty) or !KEY (absent)"),
     ] = None,
     tag: Annotated[str | None, Query(max_length=100)] = None,
     text: Annotated[

@@ -248,7 +248,7 @@ HardwareRuns = Annotated[
     str | None, Query(max_length=10_000, description="Run ids a,b,c (default: the project's)")
 ]
 HardwareLabel = Annotated[
-    str | None, Query(max_length=300, description="Only runs whose labels match KEY=VALUE or KEY")
+    str | None, Query(max_length=300, description="Runs whose labels match KEY=VALUE, KEY or !KEY")
 ]
 GroupByParam = Annotated[
     str | None,
