@@ -81,14 +81,16 @@ def _number(text: str) -> float:
         return 0.0
 
 
-def _moe(leaf: str, text: str) -> bool:
+def _moe(key: str, leaf: str, text: str) -> bool:
     if leaf in _COUNTS:
         return _number(text) > 1
     if leaf in _PER_TOKEN:
         return _number(text) > 0
     if leaf in _NAMED_BY:
         return any(f in text for f in _FAMILIES)
-    if "model" in leaf or leaf.endswith("path") or leaf in ("pretrain", "base"):
+    if "reward" in key or "judge" in key:
+        return False
+    if "model" in leaf or leaf == "pretrain" or (leaf in ("path", "name") and "model" in key):
         return _RELEASES.search(text) is not None and "distill" not in text
     return False
 
@@ -104,7 +106,7 @@ def _label(config: Mapping[str, Any]) -> str | None:
     found: dict[str, str] = {}
     replay = False
     for key, leaf, text in _leaves(config):
-        if _moe(leaf, text):
+        if _moe(key, leaf, text):
             found.setdefault(leaf, f"{leaf}={text}")
         replay = replay or _replay(key, leaf, text)
     if not found:

@@ -17,8 +17,9 @@ Recognised, by the last component of a config key (`parity.flatten`), case apart
 - a number of experts per token (`num_experts_per_tok`, `moe_router_topk`, `moe_topk`);
 - a model type or architecture that names an MoE family (`qwen3_moe`, `Qwen3MoeForCausalLM`,
   `mixtral`, `deepseek_v3`, `dbrx`, `gpt_oss`);
-- most often, since a trainer's config records the model's path and not its architecture, a
-  model path or name of an MoE release: `Qwen3-30B-A3B` (an active-parameter suffix),
+- most often, since a trainer's config records the model's path and not its architecture, the
+  policy model's path or name (not a data or checkpoint path, not a reward model's) naming an
+  MoE release: `Qwen3-30B-A3B` (an active-parameter suffix),
   `Mixtral-8x7B`, `DeepSeek-V3`, `gpt-oss-20b`, `OLMoE`, `Kimi-K2`, `GLM-4.5`, `Qwen3-Next`
   (distilled dense models such as `DeepSeek-R1-Distill-Qwen-7B` are not).
 Whether the run replays the rollout's routes is read too — a switch (`routing_replay`,
@@ -72,8 +73,13 @@ _ON = frozenset({"true", "1", "yes", "on"})
 _OFF = frozenset({"", "null", "none", "false", "0", "no", "off", "disabled", "disable"})
 
 
-def _names_a_model(leaf: str) -> bool:
-    return "model" in leaf or leaf.endswith("path") or leaf in ("pretrain", "base")
+def _names_a_model(key: str, leaf: str) -> bool:
+    """Does the setting at `key` name the policy's model? A model path or name does (verl's
+    `model.path`, TRL's `model_name_or_path`, OpenRLHF's `pretrain`); a data or checkpoint
+    path does not, nor a reward model or judge, which may well be an MoE beside a dense policy."""
+    if any(other in key for other in ("reward", "judge")):
+        return False
+    return "model" in leaf or leaf == "pretrain" or (leaf in ("path", "name") and "model" in key)
 
 
 def _text(value: str) -> str:
@@ -87,7 +93,7 @@ def _number(text: str) -> float | None:
         return None
 
 
-def _says_moe(leaf: str, text: str) -> bool:
+def _says_moe(key: str, leaf: str, text: str) -> bool:
     number = _number(text)
     if leaf in COUNTS:
         return number is not None and number > 1
@@ -95,7 +101,7 @@ def _says_moe(leaf: str, text: str) -> bool:
         return number is not None and number > 0
     if leaf in NAMED_BY:
         return any(family in text for family in FAMILIES)
-    if _names_a_model(leaf):
+    if _names_a_model(key, leaf):
         return RELEASES.search(text) is not None and DENSE_RELEASES.search(text) is None
     return False
 
@@ -115,7 +121,7 @@ def moe(config: Mapping[str, Any]) -> list[str]:
     for key, value in parity.flatten(config).items():
         leaf = key.rsplit(".", 1)[-1].lower()
         text = _text(value)
-        if _says_moe(leaf, text):
+        if _says_moe(key.lower(), leaf, text):
             found.setdefault(leaf, f"{leaf}={text}")
         replay = replay or _says_replay(key.lower(), leaf, text)
     if not found:

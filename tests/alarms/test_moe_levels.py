@@ -108,6 +108,11 @@ def test_an_moe_run_beyond_moe_levels_fires_the_moe_ceilings(tmp_path: Path) -> 
         ),
         ({"megatron": {"expert_model_parallel_size": 8}}, ["expert_model_parallel_size=8"]),
         ({"model": {"path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"}}, []),
+        # not the policy's model: a data or checkpoint path, a reward model
+        ({"data": {"train_files": "/d/moe_math.parquet", "val_path": "/d/moe.parquet"}}, []),
+        ({"trainer": {"default_local_dir": "/ckpt/mixtral-8x7b-run"}}, []),
+        ({"reward_model": {"model": {"path": "Qwen/Qwen3-235B-A22B"}}}, []),
+        ({"model": {"name": "Qwen/Qwen3-30B-A3B"}}, ["name=qwen/qwen3-30b-a3b"]),
         ({"model": {"path": "Qwen/Qwen2.5-7B-Instruct"}}, []),
         ({"megatron": {"expert_model_parallel_size": 1}}, []),
         ({"model": {"num_experts": 1, "model_type": "qwen2"}}, []),
