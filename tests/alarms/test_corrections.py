@@ -178,11 +178,8 @@ def test_the_blind_rule_reads_the_gap_and_the_masked_share_families() -> None:
 def test_runs_stored_before_the_exact_parity_label_get_it_on_upgrade_and_lose_it_back(
     db_url: str,
 ) -> None:
-    import json
-
-    import sqlalchemy as sa
-
     from server.storage import migrate
+    from tests.stored_runs import insert_runs, run_labels
 
     database = Database(db_url)
     stored = {
@@ -192,21 +189,13 @@ def test_runs_stored_before_the_exact_parity_label_get_it_on_upgrade_and_lose_it
     try:
         migrate.upgrade(database, "0015")
         with database.write() as conn:
-            for run_id, (labels, config) in stored.items():
-                conn.execute(
-                    sa.text(
-                        "INSERT INTO runs (id, project, name, labels, config, created_at) "
-                        "VALUES (:id, 'p', :id, :labels, :config, 0)"
-                    ),
-                    {"id": run_id, "labels": labels, "config": config},
-                )
-        read = sa.text("SELECT id, labels FROM runs ORDER BY id")
+            insert_runs(conn, stored)
         migrate.upgrade(database, "0016")
         with database.read() as conn:
-            up = [(r[0], json.loads(r[1])) for r in conn.execute(read)]
+            up = run_labels(conn)
         migrate.downgrade(database, "0015")
         with database.read() as conn:
-            down = [(r[0], json.loads(r[1])) for r in conn.execute(read)]
+            down = run_labels(conn)
     finally:
         database.dispose()
     assert up == [

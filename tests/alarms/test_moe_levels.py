@@ -5,7 +5,6 @@ already hold get their filter, on upgrade (and lose both back)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from server.storage import migrate
 from server.storage.db import Database
 from tests.alarms.imported import first_alerts, import_run
 from tests.importers.stored import runs
+from tests.stored_runs import insert_runs, run_labels
 
 CONFIG = """\
 wandb_version: 1
@@ -156,14 +156,7 @@ def test_runs_and_rules_stored_before_get_moe_levels_on_upgrade_and_lose_them_ba
     try:
         migrate.upgrade(database, "0017")
         with database.write() as conn:
-            for run_id, (labels, config) in stored.items():
-                conn.execute(
-                    sa.text(
-                        "INSERT INTO runs (id, project, name, labels, config, created_at) "
-                        "VALUES (:id, 'p', :id, :labels, :config, 0)"
-                    ),
-                    {"id": run_id, "labels": labels, "config": config},
-                )
+            insert_runs(conn, stored)
             for rule_id, (name, label) in rules.items():
                 conn.execute(
                     sa.text(
@@ -176,10 +169,9 @@ def test_runs_and_rules_stored_before_get_moe_levels_on_upgrade_and_lose_them_ba
 
         def read() -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
             with database.read() as conn:
-                got = conn.execute(sa.text("SELECT id, labels FROM runs ORDER BY id"))
-                ran = [(r[0], json.loads(r[1])) for r in got]
+                labelled = run_labels(conn)
                 got = conn.execute(sa.text("SELECT id, label FROM alarm_rules ORDER BY id"))
-                return ran, [(r[0], r[1]) for r in got]
+                return labelled, [(r[0], r[1]) for r in got]
 
         migrate.upgrade(database, "0018")
         up = read()

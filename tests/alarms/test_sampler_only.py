@@ -3,7 +3,6 @@ the default packs watch them at tighter levels than a run that could be healthy.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -173,33 +172,27 @@ def test_a_trl_run_with_a_recorded_penalty_alerts_by_step_3_naming_the_setting_a
 
 
 def test_runs_stored_before_the_label_get_it_from_their_config_on_upgrade(db_url: str) -> None:
-    import sqlalchemy as sa
-
     from server.storage import migrate
     from server.storage.db import Database
+    from tests.stored_runs import insert_runs, run_labels
 
     database = Database(db_url)
     try:
         migrate.upgrade(database, "0012")
-        runs = {
-            "penalised": ('{"team": "a"}', '{"engine": {"top_p": 0.9}}'),
-            "plain": ('{"team": "b"}', '{"engine": {"top_p": 1.0}}'),
-        }
         with database.write() as conn:
-            for run_id, (labels, config) in runs.items():
-                conn.execute(
-                    sa.text(
-                        "INSERT INTO runs (id, project, name, labels, config, created_at) "
-                        "VALUES (:id, 'p', :id, :labels, :config, 0)"
-                    ),
-                    {"id": run_id, "labels": labels, "config": config},
-                )
+            insert_runs(
+                conn,
+                {
+                    "penalised": ('{"team": "a"}', '{"engine": {"top_p": 0.9}}'),
+                    "plain": ('{"team": "b"}', '{"engine": {"top_p": 1.0}}'),
+                },
+            )
         migrate.upgrade(database)
         with database.read() as conn:
-            rows = conn.execute(sa.text("SELECT id, labels FROM runs ORDER BY id")).all()
+            labelled = run_labels(conn)
     finally:
         database.dispose()
-    assert [(r[0], json.loads(r[1])) for r in rows] == [
+    assert labelled == [
         ("penalised", {"team": "a", SAMPLER_ONLY_LABEL: "top_p=0.9"}),
         ("plain", {"team": "b"}),
     ]
