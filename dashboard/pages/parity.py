@@ -20,6 +20,7 @@ from dash import Input, Output, State, dcc, html
 from dashboard import ids
 from dashboard.access import Reader
 from dashboard.components import DataTable
+from dashboard.pages.parity_self import SELF_PREFIX, self_check_table
 from dashboard.urlstate import as_int, as_list
 from server.domain import urls
 from server.domain.metrics import LATEST
@@ -226,7 +227,8 @@ def fetch(reads: Reads, scope: ReadScope, run_ids: Sequence[str], step: int | No
             for a in detail.annotations
             if a.kind == PHASE_KIND and a.step is not None
         }
-        report = Report(run_id, detail.name, configs[run_id].config, phases, detail.latest)
+        latest = {**detail.latest, **reads.runs.latest_of(scope, run_id, SELF_PREFIX)}
+        report = Report(run_id, detail.name, configs[run_id].config, phases, latest)
         if step is not None:
             found = reads.runs.exemplars(
                 scope, run_id, step_min=step, step_max=step, limit=EXEMPLAR_LIMIT
@@ -360,6 +362,7 @@ def _metrics_table(reports: Sequence[Report], names: dict[str, str]) -> Any:
             DataTable(
                 id="parity-metrics-table", columns=columns, data=data, style_cell=TABLE_STYLE
             ),
+            self_check_table(reports, names, TABLE_STYLE),
         ]
     )
 

@@ -176,6 +176,17 @@ class RunQueries:
             row = find(conn, run_id, scope.projects)
             return metrics_of(conn, row.pk)
 
+    def latest_of(self, scope: ReadScope, run_id: str, prefix: str) -> dict[str, float]:
+        """The latest value of each metric of the run whose name starts with `prefix` (the
+        figures a parity report keeps beside its headline ones), in one read of the heads."""
+        with self._db.read() as conn:
+            row = find(conn, run_id, scope.projects)
+            names = sorted({m.name for m in metrics_of(conn, row.pk) if m.name.startswith(prefix)})
+            if not names:
+                return {}
+            found = heads.summary_heads(conn, [row.pk], names).latest.get(row.pk, {})
+        return {k: v for k, v in found.items() if k in names}
+
     def exemplars(
         self,
         scope: ReadScope,
