@@ -104,10 +104,11 @@ def test_on_call_in_the_browser(db_url: str, server_factory: Any, browser: Any) 
         assert "0.2" in card  # the value, in k3's own units
         listed = str(page.inner_text(TABLE))
         assert "WARNING · firing · run inc (project p)" in listed
-        assert "a sudden excursion" in listed  # the cause its first message carried
         link = page.locator(f"{TABLE} td[data-dash-column=run] a").first.get_attribute("href")
         assert link is not None and link.startswith("/run?run=inc&project=p&step_min=")
         assert wait_for(lambda: len(receiver.delivered()) == 1, 30)
+        # the likely cause its first message carried, on the list once that message is made
+        wait_for(lambda: _text(page, TABLE, "a sudden excursion"), 30)
         docs_shot(page, "alerts")
 
         # Acknowledged in the browser: the precursor's escalation never reaches the receiver.
