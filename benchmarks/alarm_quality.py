@@ -126,13 +126,13 @@ def replay(trace: Trace, pack: Sequence[Spec]) -> list[Event]:
 
     The only contact with the server's alarm code (its imports are here, so that the rest of the
     benchmark does not depend on where the server keeps things): the pack's rules for one
-    project go through the server's replay (`server.alarms.replay`, what `mismatch alarm
+    project go through the server's replay (`server.alarms.evaluating.replay`, what `mismatch alarm
     backtest` runs), which feeds them to the `Evaluator` that the live alarm service feeds on
     every ingest — each batch's newly stored values as the write path hands them, the run's own
     wall time as the clock (so `cooldown_s`, `repeat_s` and the no-data check see the run's real
     pace). The timer-driven "stalled" kind is left out.
     """
-    from server.alarms.replay import replay as replay_rules
+    from server.alarms.evaluating.replay import replay as replay_rules
     from server.domain.alarms import Rule
     from server.domain.records import StoredRecord
     from server.domain.run_labels import derived_labels
@@ -157,7 +157,7 @@ def replay(trace: Trace, pack: Sequence[Spec]) -> list[Event]:
 
 def default_pack() -> list[dict[str, Any]]:
     """The rule pack every new project gets: what `--pack` replaces."""
-    from server.alarms.defaults import DEFAULT_RULES
+    from server.alarms.configuring.defaults import DEFAULT_RULES
 
     return [dict(spec) for spec in DEFAULT_RULES]
 

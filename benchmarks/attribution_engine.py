@@ -62,16 +62,16 @@ def _in_process(db_path: Path, run_ids: list[str], *, reference: bool) -> dict[s
     """Each run's top mode (with its score and first evidence) from the stored data, read
     in-process by the service the API uses; without `reference`, as if the project had none."""
     from server.domain.reads.scope import ReadScope
-    from server.services.attribution import AttributionService
-    from server.services.hardware_reads import HardwareReads
-    from server.services.query import SeriesQueries
-    from server.services.runs_query import RunQueries
+    from server.services.reads.attribution import AttributionReads
+    from server.services.reads.hardware import HardwareReads
+    from server.services.reads.runs import RunReads
+    from server.services.reads.series import SeriesReads
     from server.storage.db import Database
 
     db = Database(str(db_path))
     try:
-        service = AttributionService(
-            RunQueries(db), SeriesQueries(db), HardwareReads(db), db if reference else None
+        service = AttributionReads(
+            RunReads(db), SeriesReads(db), HardwareReads(db), db if reference else None
         )
         out = {}
         for run_id in run_ids:
@@ -85,13 +85,13 @@ def _in_process(db_path: Path, run_ids: list[str], *, reference: bool) -> dict[s
 def _stored(db_path: Path) -> dict[str, str]:
     """{run id: label} of the runs a kept corpus holds (labels from the setting's name)."""
     from server.domain.reads.scope import ReadScope
-    from server.services.runs_query import RunQueries
+    from server.services.reads.runs import RunReads
     from server.storage.db import Database
 
     labels = {v.name: v.label for v in VARIANTS}
     db = Database(str(db_path))
     try:
-        runs = RunQueries(db).list_runs(ReadScope.EVERY, project=PROJECT, limit=10_000)
+        runs = RunReads(db).list_runs(ReadScope.EVERY, project=PROJECT, limit=10_000)
     finally:
         db.dispose()
     ids = sorted(r.id for r in runs)

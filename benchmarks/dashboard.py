@@ -9,7 +9,7 @@ Loads 4 runs × `--steps` steps × 6 metrics into a DuckDB file, then
 - browser_ms: headless Chromium (Debian's) from navigation to the overlay drawn, against a real
   `mismatch serve` on that file;
 - payload_bytes: the largest Dash callback response (the figure and tables) of that page load.
-A baseline in the same run: the same 4 series fetched raw (every step) from the query layer.
+A baseline in the same run: the same 4 series fetched raw (every step) from the read side.
 The last line printed is one JSON object.
 """
 
@@ -33,9 +33,9 @@ from dashboard.pages.compare_data import fetch  # noqa: E402
 from server.auth import OPEN  # noqa: E402
 from server.domain.reads.scope import ReadScope  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
-from server.services.reads import Reads  # noqa: E402
-from server.storage import migrate  # noqa: E402
+from server.services.reads.port import Reads  # noqa: E402
 from server.storage.db import Database  # noqa: E402
+from server.storage.schema import migrate  # noqa: E402
 from tests.factories import ingest_batch  # noqa: E402
 
 METRICS = ("k3_kl", "ratio_dev_1e4", "rollout_clip_rate", "entropy", "reward_mean", "grad_norm")

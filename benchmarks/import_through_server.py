@@ -27,8 +27,8 @@ from benchmarks.importers import NAMES, SOURCES, measured  # noqa: E402
 from server.cli.import_check import check  # noqa: E402
 from server.importers.core import Options, plan_run  # noqa: E402
 from server.importers.writer import Sender, Writer  # noqa: E402
-from server.storage import migrate  # noqa: E402
 from server.storage.db import Database  # noqa: E402
+from server.storage.schema import migrate  # noqa: E402
 
 
 def measure(kind: str, directory: Path, steps: int) -> dict[str, object]:

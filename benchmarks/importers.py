@@ -33,8 +33,8 @@ from server.importers import tensorboard as tensorboard_source  # noqa: E402
 from server.importers import wandb as wandb_source  # noqa: E402
 from server.importers.core import MissingLibrary, Options, SourceRun, plan_run  # noqa: E402
 from server.importers.writer import Writer  # noqa: E402
-from server.storage import migrate  # noqa: E402
 from server.storage.db import Database  # noqa: E402
+from server.storage.schema import migrate  # noqa: E402
 
 NAMES = (
     "rollout_corr/k3_kl",

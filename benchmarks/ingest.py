@@ -7,7 +7,7 @@
 - baseline: the same values written one INSERT per value (what a naive ingest does);
 - ceiling: a raw DuckDB Arrow append of as many rows as the 8 clients send (no HTTP, no
   validation, no heads), in batch-sized transactions, into the table ingest appends to;
-- series query: a 100k-step run downsampled to 1,000 points, in the server's query layer.
+- series query: a 100k-step run downsampled to 1,000 points, in the server's read side.
 
 The last line printed is one JSON object. Ratios, not absolute times, are what compare across
 machines.
@@ -36,9 +36,9 @@ from benchmarks.common import machine, start_server  # noqa: E402
 from server.auth import OPEN  # noqa: E402
 from server.domain.reads.scope import ReadScope  # noqa: E402
 from server.services.ingest import IngestService  # noqa: E402
-from server.services.query import SeriesQueries  # noqa: E402
-from server.storage import migrate  # noqa: E402
+from server.services.reads.series import SeriesReads  # noqa: E402
 from server.storage.db import Database, raw_duckdb  # noqa: E402
+from server.storage.schema import migrate  # noqa: E402
 from tests.factories import ingest_batch  # noqa: E402
 
 STEPS_PER_BATCH = 64
@@ -170,7 +170,7 @@ def series_query_ms(db_path: Path, repeats: int = 15) -> float:
             for s in range(start, start + 25_000)
         ]
         ingest.ingest(ingest_batch({"run": {"id": "long"}, "records": records}), OPEN)
-    query = SeriesQueries(db)
+    query = SeriesReads(db)
     query.series(ReadScope.EVERY, "long", "k3_kl", max_points=1000)  # warm
     times = []
     for _ in range(repeats):

@@ -33,7 +33,7 @@ from benchmarks.alarm_corpus import SCALES, Trace, corpus  # noqa: E402
 from benchmarks.alarm_renderings import FRAMEWORKS, render  # noqa: E402
 from benchmarks.common import machine  # noqa: E402
 
-CHECK_EVERY_S = 2.0  # the server's housekeeping tick (server/alarms/delivery.py)
+CHECK_EVERY_S = 2.0  # the server's housekeeping tick (server/alarms/delivering/delivery.py)
 PROJECT = "quality"
 
 
@@ -73,7 +73,7 @@ def told_at_close(trace: Trace, last_step: int) -> str:
 def ends(traces: Sequence[Trace], pack: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Stalled alerts on clean ends and on killed runs, every trace ending one way or the other
     in turn (see the module docstring)."""
-    from server.alarms.evaluation import Evaluator
+    from server.alarms.evaluating.evaluation import Evaluator
     from server.domain.alarms import Rule, RunActivity
 
     rules = [

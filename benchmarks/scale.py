@@ -48,9 +48,10 @@ from benchmarks import scale_alerts  # noqa: E402
 from benchmarks.common import machine, start_server  # noqa: E402
 from server.domain.metrics import HEADLINE, PANELS  # noqa: E402
 from server.domain.records import BatchWrite, Record, RunUpsert  # noqa: E402
-from server.storage import compaction, migrate  # noqa: E402
 from server.storage.db import Database  # noqa: E402
-from server.storage.ingest import write_batches  # noqa: E402
+from server.storage.schema import migrate  # noqa: E402
+from server.storage.writing import compaction  # noqa: E402
+from server.storage.writing.ingest import write_batches  # noqa: E402
 
 # The headline (k3) first: the series, overlay and hardware reads ask for it by name, and the run
 # page draws it in a panel of its own beside the fixed ones.

@@ -16,7 +16,7 @@ import httpx
 from dashboard import ids
 from server.domain import urls
 from server.domain.alarms import SEVERITIES, Alert
-from server.storage import alarm_alerts
+from server.storage.alarms import alerts as alarm_alerts
 from server.storage.db import Database
 
 PER_INCIDENT = 5

@@ -1,6 +1,6 @@
 """The Mismatch Monitor dashboard (Plotly Dash), served by `mismatch serve` at `/`.
 
-It reads only through the server's query layer, which the composition root hands to
+It reads only through the server's read side, which the composition root hands to
 `create_dash`; it never opens the database itself.
 """
 

@@ -9,7 +9,7 @@ view can therefore put them side by side by
 - `samples`: the value of a cumulative counter metric at that step (samples or tokens seen),
   read from the run's own series of that metric, linearly interpolated between its points.
 
-Pure functions over the points the query layer returns (`step`, `step_end`, `time`, `last`, …):
+Pure functions over the points the read side returns (`step`, `step_end`, `time`, `last`, …):
 each returns the points it could place, with an added `x`; a point with no wall time, or outside
 the steps the counter was logged at, has no place and is left out.
 """

@@ -25,7 +25,7 @@ from dashboard.pages import (
 )
 from dashboard.urlstate import parse
 from server.domain import urls
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 PAGES = {
     urls.RUNS: runs,

@@ -1,13 +1,14 @@
-"""Alembic environment. Run through `mismatch migrate --db …` (see `server/storage/migrate.py`),
-which passes the connection in; plain `alembic` also works with `-x db=URL`."""
+"""Alembic environment. Run through `mismatch migrate --db …` (see
+`server/storage/schema/migrate.py`), which passes the connection in; plain `alembic` also works
+with `-x db=URL`."""
 
 from __future__ import annotations
 
 from alembic import context
 
 from server.domain.database import database_url
-from server.storage import migrate as _registers_duckdb_impl  # noqa: F401
-from server.storage.tables import metadata
+from server.storage.schema import migrate as _registers_duckdb_impl  # noqa: F401
+from server.storage.schema.tables import metadata
 
 
 def run_migrations() -> None:

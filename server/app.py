@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from collectors._version import __version__
 from dashboard import create_dash
 from server.alarms import wiring
-from server.alarms.incidents import Grouping
+from server.alarms.recording.incidents import Grouping
 from server.api import docs, errors
 from server.api.callers import Callers
 from server.api.crosssite import (
@@ -56,13 +56,13 @@ from server.identity.local_access import LocalAccess
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.projects import ProjectService
-from server.services.reads import Reads
-from server.services.run_view import Markers
+from server.services.reads.port import Reads
+from server.services.reads.run_view import Markers
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
-from server.storage import migrate
-from server.storage import secrets as server_secrets
 from server.storage.db import Database
+from server.storage.identity import secrets as server_secrets
+from server.storage.schema import migrate
 from server.telemetry import Telemetry
 
 VERSION = __version__  # the collectors' and the server's distributions share it

@@ -13,7 +13,7 @@ from server.identity.wiring import People
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
 from server.services.projects import ProjectService
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
 from server.storage.db import Database
@@ -24,7 +24,7 @@ from server.telemetry import Telemetry
 class Services:
     settings: Settings
     db: Database
-    reads: Reads  # the query services: the read port of the API and the dashboard
+    reads: Reads  # the read services: the read port of the API and the dashboard
     ingest: IngestService
     tokens: TokenService
     telemetry: Telemetry

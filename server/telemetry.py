@@ -6,7 +6,7 @@ OpenRLHF's k1, slime's sequence means, ...); `mismatch_run_k3_kl` stays for the 
 headline is k3, so dashboards and alerts built on it keep working.
 
 Counters are fed by an ingest listener; the per-run gauges are read at scrape time from the
-runs and series heads through the query layer (no value is read), so several replicas all
+runs and series heads through the read side (no value is read), so several replicas all
 report the same, current values.
 """
 
@@ -20,11 +20,11 @@ from prometheus_client.registry import Collector
 
 from server.domain.metrics import HEADLINE as K3
 from server.domain.records import WriteResult
-from server.services.runs_query import RunQueries
+from server.services.reads.runs import RunReads
 
 
 class Telemetry:
-    def __init__(self, query: RunQueries) -> None:
+    def __init__(self, query: RunReads) -> None:
         self.registry = CollectorRegistry()
         self.batches = Counter(
             "mismatch_ingest_batches", "Ingest batches committed", registry=self.registry
@@ -91,7 +91,7 @@ class _RuleErrors(Collector):
 
 
 class _LiveRuns(Collector):
-    def __init__(self, query: RunQueries, projects: Sequence[str] | None = None) -> None:
+    def __init__(self, query: RunReads, projects: Sequence[str] | None = None) -> None:
         self._query = query
         self._projects = projects
 

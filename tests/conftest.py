@@ -411,8 +411,8 @@ def fresh_pg_database(postgres_url: str) -> str:
 @pytest.fixture
 def migrated_db(db_url: str) -> Iterator[Any]:
     """A `Database` of each supported kind, migrated to head, disposed after the test."""
-    from server.storage import migrate
     from server.storage.db import Database
+    from server.storage.schema import migrate
 
     db = Database(db_url)
     migrate.upgrade(db)

@@ -21,7 +21,7 @@ from dashboard.access import Reader
 from dashboard.components import DataTable
 from server.domain.identity import Change
 from server.domain.reads.scope import ReadScope
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 KINDS = ("rule", "silence", "receiver", "reference", "retention", "token", "member")
 LIMIT = 200

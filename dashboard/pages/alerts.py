@@ -30,7 +30,7 @@ from server.domain.alarms import SEVERITIES, Alert
 from server.domain.incidents import INCIDENT_STATES, Incident, IncidentState
 from server.domain.labels import LabelFilter
 from server.domain.reads.scope import ReadScope
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 LIMIT = 100
 CELL = {"padding": "3px 8px", "borderBottom": "1px solid #eee", "textAlign": "left"}

@@ -13,7 +13,7 @@ from server.domain.reads.scope import ReadScope
 from server.domain.reads.series import BucketGroup
 from server.figures.buckets import buckets_figure, heatmap_figure
 from server.figures.text import safe
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 
 def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:

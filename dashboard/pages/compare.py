@@ -28,7 +28,7 @@ from server.domain.parity import diff
 from server.domain.reads.scope import ReadScope
 from server.figures.series import difference_figure, series_figure, zoomed
 from server.figures.text import named, rollups_note
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 POINTS = 2000
 

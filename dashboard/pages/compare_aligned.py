@@ -24,7 +24,7 @@ from server.domain.reads.scope import ReadScope
 from server.figures.points import Point, points
 from server.figures.series import difference_figure, series_figure
 from server.figures.text import named
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 
 def link(align: str | None, counter: str | None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from server.domain.series import bucket_value, has_nonfinite
 from server.figures.analysis import first_divergence
 from server.figures.points import Point, points
 from server.figures.scale import scaled
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 NO_DATA = "no data"
 

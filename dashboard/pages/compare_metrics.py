@@ -21,7 +21,7 @@ from server.domain import signal_views, signals, urls
 from server.domain.metrics import compare_metric, compare_options
 from server.domain.reads.scope import ReadScope
 from server.errors import MonitorError
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 
 def register(app: Any, reads: Reads, reader: Reader) -> None:

@@ -28,7 +28,7 @@ from server.domain.reads.series import BucketRow
 from server.errors import MonitorError
 from server.figures.hardware import bucket_curves_figure, hardware_figure, ratio_figure
 from server.reports.hardware import hardware_report
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 GPU_COLUMNS = ("gpu", "runs", "segments", "steps", "nonfinite", "median", "p95")
 EXCLUDED_COLUMNS = ("name", "run_id", "gpu", "setting", "value", "group_value")

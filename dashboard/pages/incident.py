@@ -26,7 +26,7 @@ from server.domain.alarms import Alert
 from server.domain.incidents import Timeline
 from server.domain.reads.scope import ReadScope
 from server.errors import NotFound
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 DURATIONS = [
     ("1 hour", 3600),

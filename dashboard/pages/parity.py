@@ -30,7 +30,7 @@ from server.domain.reads.scope import ReadScope
 from server.domain.reads.series import BucketRow
 from server.figures.buckets import buckets_figure
 from server.figures.exemplars import WORST_COLUMNS, probability_scatter, worst_rows
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 REPORT_KEYS = ("engine", "trainer", "parity")
 """The top-level config keys of a parity report (its effective engine config and set-up)."""

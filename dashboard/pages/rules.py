@@ -27,8 +27,8 @@ from server.domain.alarms import Rule
 from server.domain.reads.scope import ReadScope
 from server.errors import MonitorError
 from server.figures.points import points
-from server.services.reads import Reads
-from server.services.rule_views import RuleView
+from server.services.reads.port import Reads
+from server.services.reads.rules import RuleView
 
 RECENT_RUNS = 10
 COLUMNS = [

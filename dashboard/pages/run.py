@@ -45,7 +45,7 @@ from server.errors import Conflict, NotFound
 from server.figures.empty import no_signal_figure
 from server.figures.points import points
 from server.figures.series import series_figure
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 INLINE = {"display": "inline-block", "marginLeft": "12px"}

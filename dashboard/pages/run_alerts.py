@@ -12,7 +12,7 @@ from dashboard import ids
 from dashboard.pages import alert_rows as rows
 from server.domain import urls
 from server.domain.reads.scope import ReadScope
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 LIMIT = 200
 

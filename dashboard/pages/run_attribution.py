@@ -17,7 +17,7 @@ from dash.development.base_component import Component
 from dashboard import ids
 from server.domain.reads.attribution import RunAttribution
 from server.domain.reads.scope import ReadScope
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 

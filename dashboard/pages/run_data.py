@@ -15,7 +15,7 @@ from server.domain.reads.run_view import RunView
 from server.domain.reads.runs import Annotation, GpuSegment
 from server.domain.reads.scope import ReadScope
 from server.figures.points import Mark, Note
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 

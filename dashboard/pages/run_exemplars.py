@@ -18,7 +18,7 @@ from dashboard.access import Reader
 from dashboard.components import DataTable
 from server.domain.reads.scope import ReadScope
 from server.figures.exemplars import WORST_COLUMNS, probability_scatter, worst_rows
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 LIMIT = 5000
 """Exemplars read for one view: the worst of the range (reads rank by |d|)."""

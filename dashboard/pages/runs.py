@@ -27,7 +27,7 @@ from dashboard.urlstate import encode
 from server.domain import urls
 from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 log = logging.getLogger("mismatch_monitor.dashboard")
 

@@ -1,5 +1,5 @@
 """The runs table's data: a page of runs as table rows, the trend column filled afterwards, and
-the cursors that page through the list. Plain functions over the query layer."""
+the cursors that page through the list. Plain functions over the read side."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from server.domain.names import RunSort
 from server.domain.reads.runs import Headline, RunPage, RunSummary
 from server.domain.reads.scope import ReadScope
 from server.figures.text import sparkline
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 PAGE_SIZE = 50
 LOADING = "…"  # the trend cell until the trends arrive
 
 # table column → the server's sort
 # The mismatch column sorts by each run's headline signal on the vllm-kl family's k3 scale
-# (`server.storage.heads.headline_heads`): the same order as the values within one signal.
+# (`server.storage.writing.heads.headline_heads`): the same order as the values within one signal.
 SORTABLE: dict[str, RunSort] = {
     "name": "name",
     "mismatch": "k3",

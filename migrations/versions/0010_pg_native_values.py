@@ -3,7 +3,7 @@ rollups are one row per block, merged in place.
 
 Before, ingest appended values to `points_hot` and every compaction round deleted them there and
 inserted them again, sorted, into `points`, appending a partial rollup row per block and round.
-From here on (see `server/storage/pg_points.py`):
+From here on (see `server/storage/writing/pg_points.py`):
 - `point_values`, partitioned by RANGE of `chunk`, holds every value. The stored `points` table
   becomes its first partition as it is (attached, not copied); the hot values move into the
   second partition, which new values go to. Indexes: (series_id, step) with metric_id, value

@@ -16,14 +16,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from server.alarms.defaults import seed_defaults, seed_pending
-from server.alarms.evaluation import Evaluator
-from server.alarms.history import StoredHistory
-from server.alarms.incidents import Grouping
-from server.alarms.recording import Recorder
+from server.alarms.configuring.defaults import seed_defaults, seed_pending
+from server.alarms.evaluating.evaluation import Evaluator
+from server.alarms.evaluating.history import StoredHistory
+from server.alarms.evaluating.streams import History, Progress, Streams
+from server.alarms.evaluating.turns import turns_for
+from server.alarms.recording.incidents import Grouping
+from server.alarms.recording.recorder import Recorder
 from server.alarms.store import AlarmStore
-from server.alarms.streams import History, Progress, Streams
-from server.alarms.turns import turns_for
 from server.domain.alarm_keys import StreamKey
 from server.domain.alarms import Alert, RunActivity
 from server.domain.metrics import split_dimension

@@ -12,7 +12,9 @@ from typing import Any
 from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Alert, Receiver, Rule, Silence
 from server.errors import NotFound
-from server.storage import alarm_alerts, alarm_config, alarm_states
+from server.storage.alarms import alerts as alarm_alerts
+from server.storage.alarms import config as alarm_config
+from server.storage.alarms import states as alarm_states
 from server.storage.db import Database
 
 

@@ -9,18 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from server.alarms.backtest import Backtester
-from server.alarms.config import AlarmConfigService
-from server.alarms.delivery import DeliveryWorker
-from server.alarms.diagnosis import Diagnostician
-from server.alarms.drafts import Drafts
-from server.alarms.incidents import Grouping
-from server.alarms.outbound import TargetPolicy
+from server.alarms.configuring.backtest import Backtester
+from server.alarms.configuring.config import AlarmConfigService
+from server.alarms.delivering.delivery import DeliveryWorker
+from server.alarms.delivering.diagnosis import Diagnostician
+from server.alarms.delivering.drafts import Drafts
+from server.alarms.delivering.outbound import TargetPolicy
+from server.alarms.recording.incidents import Grouping
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Alert, RunActivity
-from server.storage import runs
 from server.storage.db import Database
+from server.storage.reading import runs
 
 ACTIVITY_LIMIT = 10_000
 

@@ -79,7 +79,7 @@ CLIP_HIGH = 0.01
 """A rollout clip or IS-mask rate above 1% of tokens: a healthy bf16 run masks far fewer."""
 STEADY = 3.0
 """A level is steady when the last third's median is within ×3 of the first third's (k3 wanders
-by ×2–5 step to step, `server.alarms.defaults.SPIKE_WHY`)."""
+by ×2–5 step to step, `server.alarms.configuring.defaults.SPIKE_WHY`)."""
 CLIP_METRICS = ("rollout_clip_rate", "mis_token_rate", "tis_token_rate")
 
 _Add = Callable[[Mode, float, str], None]

@@ -49,8 +49,8 @@ over the tokens sampled, so k3 − k1 is zero up to k1's sampling noise (about �
 tokens: under 5% of k3 at k3 = 1e-3 and 1e4 tokens). Raw logprobs leave k1 ≈ −2·k3 (the demo's
 real vLLM runs, `server.domain.signals`), a share of 3; half of k3 leaves room for noise."""
 RATIO_DRIFT = 50.0
-"""The ratio-drift rule's threshold (×1e-4, `server.alarms.defaults.RATIO_WHY`): a healthy token
-mean of r stays within a few ×1e-4 of 1."""
+"""The ratio-drift rule's threshold (×1e-4, `server.alarms.configuring.defaults.RATIO_WHY`): a
+healthy token mean of r stays within a few ×1e-4 of 1."""
 SLOPE_STEEP = 0.5
 """Decades of per-token k3 gained per decade of p lost. The write-ups' scatter plots show the
 gap growing as p → 0 on every engine, so a rise alone names no cause; half a decade per decade

@@ -26,7 +26,8 @@ __all__ += ["update_jump", "update_onset", "update_steps"]
 
 JUMP_RATIO = 2.0
 """Medians of the update steps and of the steps between them: single k3 values wander by ×2–5,
-medians of several far less (`server.alarms.defaults.SPIKE_WHY`), so ×2 is a real jump."""
+medians of several far less (`server.alarms.configuring.defaults.SPIKE_WHY`), so ×2 is a real
+jump."""
 JUMP_HITS = 2 / 3
 """Share of updates whose step sits above the 90th percentile of the steps between: a stale
 state follows every update, noise about one update in ten."""

@@ -14,7 +14,7 @@ from server.domain.reads.scope import ReadScope
 from server.errors import NotFound
 from server.identity.changes import Changes
 from server.services.ingest import IngestService
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.services.tokens import TokenService, require_scope
 
 

@@ -6,7 +6,7 @@ cookie (`server.services.sessions`, `server.identity.sessions`); behind an auth 
 proxy's header names them. `DashboardGate` turns these into the caller's principal through the
 same resolver as the API (`server.identity.resolver`) and hands the dashboard the projects it
 may see in the `READER_HEADER` request header, stripped from what the client sent.
-The dashboard's reads go through the same query service as the API's, filtered by those
+The dashboard's reads go through the same read service as the API's, filtered by those
 projects: one code path for both.
 
 A SameSite=Strict cookie is not sent when a user follows a link from another site (an alert in

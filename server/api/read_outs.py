@@ -10,7 +10,7 @@ from typing import TypeVar
 from server.domain.reads.hardware import HardwareComparison
 from server.domain.reads.runs import RunPage
 from server.schemas.hardware import ExcludedOut, GroupOut, HardwareComparisonOut
-from server.schemas.query import HardwareOut, ListOut, Out, RunPageOut, RunSummaryOut
+from server.schemas.reads import HardwareOut, ListOut, Out, RunPageOut, RunSummaryOut
 
 M = TypeVar("M", bound=Out)
 

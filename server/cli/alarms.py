@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from server.alarms.signing import new_secret
+from server.alarms.delivering.signing import new_secret
 from server.cli.common import DEFAULT_URL, TokenOpt, UrlOpt, api, fail, print_rows
 from server.domain.alarms import RECEIVER_FORMATS, RULE_KINDS, SEVERITIES
 

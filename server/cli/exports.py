@@ -71,7 +71,7 @@ class ServerSource:
 
 class DatabaseSource:
     def __init__(self, db: str) -> None:
-        from server.services.reads import Reads
+        from server.services.reads.port import Reads
         from server.storage.db import Database
 
         self.database = Database(db)
@@ -96,7 +96,7 @@ class DatabaseSource:
 
     def detail(self, run_id: str, project: str) -> dict[str, Any]:
         from server.api.read_outs import out
-        from server.schemas.query import RunDetailOut
+        from server.schemas.reads import RunDetailOut
 
         found = self.reads.runs.get_run(ReadScope.of([project]), run_id)
         return out(RunDetailOut, found).model_dump(mode="json")

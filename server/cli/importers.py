@@ -51,8 +51,8 @@ from server.importers.core import (
     plan_run,
 )
 from server.importers.writer import Sender, Writer
-from server.storage import migrate as migrations
 from server.storage.db import Database
+from server.storage.schema import migrate as migrations
 
 imports = typer.Typer(
     help="Import runs already logged to TensorBoard, MLflow, W&B, a Hugging Face Trainer's "

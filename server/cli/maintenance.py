@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from server.cli.common import DEFAULT_DB, DbOpt, MaybeUrlOpt, TokenOpt, api, fail
-from server.storage import migrate as migrations
-from server.storage import retention as storage_retention
 from server.storage.db import Database
+from server.storage.schema import migrate as migrations
+from server.storage.writing import retention as storage_retention
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

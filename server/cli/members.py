@@ -16,8 +16,8 @@ from server.cli.common import DEFAULT_DB, DbOpt, MaybeUrlOpt, TokenOpt, api, fai
 from server.domain.identity import MEMBER_KINDS, ROLES
 from server.errors import MonitorError
 from server.identity.members import Members
-from server.storage import migrate as migrations
 from server.storage.db import Database
+from server.storage.schema import migrate as migrations
 
 members = typer.Typer(
     help="Map users, verified e-mail addresses and groups (OIDC or auth proxy) to projects "

@@ -22,9 +22,9 @@ from server.cli.identity_options import (
 )
 from server.config import DEFAULT_PORT, Settings
 from server.identity.local_access import LocalAccess
-from server.storage import compaction
-from server.storage import migrate as migrations
 from server.storage.db import Database
+from server.storage.schema import migrate as migrations
+from server.storage.writing import compaction
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -29,8 +29,8 @@ from server.identity import local_file
 from server.identity.members import Members
 from server.identity.personal_tokens import PersonalTokens, is_personal
 from server.services.tokens import TokenService
-from server.storage import migrate as migrations
 from server.storage.db import Database
+from server.storage.schema import migrate as migrations
 
 tokens = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 

@@ -12,7 +12,7 @@ backend it matches bit for bit. A value counts when it reads as on: true, 1, yes
 
 The server records what it finds as the run label `EXACT_PARITY_LABEL` ("batch_invariant=true"),
 recomputed whenever the config changes, as it does the sampler-only label; the exact-parity rule
-pack selects on it (`server/alarms/correction_pack.py`).
+pack selects on it (`server/alarms/configuring/correction_pack.py`).
 """
 
 from __future__ import annotations

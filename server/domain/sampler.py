@@ -11,8 +11,8 @@ field reach 0.05), so no level that spares every healthy run catches it; the con
 The server records what it finds as a run label, `SAMPLER_ONLY_LABEL` ("repetition_penalty=1.1"),
 recomputed whenever the config changes, so the runs list and run page show it and rules select
 on it with their ordinary label filter: the default pack watches such runs at tighter levels
-(`server/alarms/defaults.py`). The label is the server's: a client's value under that key is
-replaced by what the config says.
+(`server/alarms/configuring/defaults.py`). The label is the server's: a client's value under that
+key is replaced by what the config says.
 
 Keys are matched by the last component of their dotted path (`parity.flatten`), as the parity
 table is; paths through a validation or evaluation block (verl's `val_kwargs`, an `eval_*`

@@ -82,13 +82,13 @@ per-token gap pulls the mean itself down: the alarm corpus's healthy runs (k3 up
 completions of 32–256 tokens) hold it as low as 0.35 for three steps, while real TRL GRPO runs on
 this CPU read 0.92–1.06 at 160 tokens. Dividing by 140 puts the ratio-drift rule's 50 at a mean
 ratio of 0.3 (or 1.7), below every healthy run; runs whose config records a sampler-only setting
-are held to 0.8 by a rule of their own (`server/alarms/defaults.py`)."""
+are held to 0.8 by a rule of their own (`server/alarms/configuring/defaults.py`)."""
 
 CAPPED_SHORTFALL = 3.0
 """How much wider a token-truncated weight mean (min(r, 2): verl, ms-swift, AReaL) reads below 1
 than a plain token mean of r, as a divisor there: the cap cuts the top of a healthy, balanced
 gap, so the wider the gap the lower the mean (healthy 99.9th percentile on the alarm corpus: 144
-×1e-4 below 1, 21 above; 42 for a plain mean; `server/alarms/defaults.py`, ratio drift)."""
+×1e-4 below 1, 21 above; 42 for a plain mean; `server/alarms/configuring/defaults.py`, ratio drift)."""
 
 _FRACTION = "fraction of tokens (or sequences)"
 

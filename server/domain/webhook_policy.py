@@ -1,6 +1,7 @@
 """Which addresses a webhook may reach: the allow-list a deployment sets (`--webhook-allow`) and
 the address categories it judges by. A setting, so it lives here, where the settings and the
-alarms' outbound check (`server.alarms.outbound`) both read it; pure (no resolving, no I/O).
+alarms' outbound check (`server.alarms.delivering.outbound`) both read it; pure (no resolving, no
+I/O).
 
 By default only globally routable unicast addresses are allowed; a deployment opens private
 ranges or host names one by one (`--webhook-allow 10.0.0.0/8`, `--webhook-allow hooks.internal`).

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from server import auth
 from server.domain.identity import Change
 from server.domain.reads.scope import ReadScope
-from server.services.changes_query import ChangeQueries
-from server.storage import changes as stored
+from server.services.reads.changes import ChangeReads
+from server.storage.alarms import changes as stored
 from server.storage.db import Database
 
 MAX_SUMMARY = 500
@@ -22,7 +22,7 @@ MAX_NAME = 320
 class Changes:
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._reads = ChangeQueries(db)
+        self._reads = ChangeReads(db)
 
     def record(
         self,

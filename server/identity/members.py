@@ -35,8 +35,8 @@ from server.domain.identity import (
 )
 from server.domain.names import NAME_PATTERN
 from server.errors import Forbidden, NotFound, Rejected
-from server.storage import people as stored
 from server.storage.db import Database
+from server.storage.identity import people as stored
 
 MAX_NAME = MAX_ISSUER + 1 + MAX_SUBJECT
 

@@ -30,7 +30,7 @@ from joserfc.jwk import KeySet
 
 from server.domain.identity import MAX_ISSUER, MAX_SUBJECT, Person
 from server.errors import Unauthorized, Unavailable
-from server.storage.people import PendingLogin
+from server.storage.identity.people import PendingLogin
 
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384")
 """Asymmetric only: never "none", and never a MAC keyed with the client secret."""

@@ -20,8 +20,8 @@ from server import auth
 from server.domain.identity import PERSONAL_PREFIX, Person, PersonalToken, split_person_id
 from server.errors import Forbidden, NotFound, Rejected, Unauthorized
 from server.identity.members import Members, add_member_hint, checked_name
-from server.storage import personal_tokens as stored
 from server.storage.db import Database
+from server.storage.identity import personal_tokens as stored
 
 
 def is_personal(token_id: str) -> bool:

@@ -22,8 +22,8 @@ from itsdangerous import BadSignature, URLSafeSerializer
 
 from server.domain.identity import Person
 from server.services.sessions import COOKIE
-from server.storage import people as stored
 from server.storage.db import Database
+from server.storage.identity import people as stored
 
 LIFETIME_S = 7 * 24 * 3600
 

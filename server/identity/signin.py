@@ -21,8 +21,8 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from server.errors import Unauthorized
 from server.identity.oidc import OidcClient
 from server.identity.sessions import UserSessions
-from server.storage import people as stored
 from server.storage.db import Database
+from server.storage.identity import people as stored
 
 STATE_COOKIE = "mm_oidc"
 STATE_PATH = "/login/oidc"

@@ -20,8 +20,8 @@ from server.identity.sessions import UserSessions
 from server.identity.signin import SignIn
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
-from server.storage import secrets as server_secrets
 from server.storage.db import Database
+from server.storage.identity import secrets as server_secrets
 
 CALLBACK_PATH = "/login/oidc/callback"
 

@@ -26,15 +26,15 @@ from urllib.parse import quote
 import httpx
 
 from collectors._http import CLIENT_HEADERS
-from server.alarms.defaults import seed_defaults
+from server.alarms.configuring.defaults import seed_defaults
 from server.alarms.store import AlarmStore
 from server.auth import Principal
 from server.domain.names import DEFAULT_PROJECT
 from server.domain.records import Batch
 from server.importers.core import CheckedRun, ImportFailed, RunPlan, Summary
 from server.services.ingest import IngestService
-from server.storage import runs
 from server.storage.db import Database
+from server.storage.reading import runs
 
 BATCH_RECORDS = 2000
 _ADMIN = Principal(token_id=None, project=None, scope="server-admin")

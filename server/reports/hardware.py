@@ -17,7 +17,7 @@ from server.domain.reads.hardware import HardwareComparison
 from server.domain.reads.scope import ReadScope
 from server.domain.reads.series import BucketRow
 from server.figures.hardware import bucket_curves_figure, hardware_figure, ratio_figure
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 
 STYLE = (
     "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;"

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from server.domain.alarms import AlertState, ReceiverFormat, RuleKind, Severity, TransitionKind
 from server.domain.names import ID_PATTERN, NAME_PATTERN, Source
 from server.domain.rule_errors import RuleStatus
-from server.schemas.query import ListOut
+from server.schemas.reads import ListOut
 
 _FROM_DOMAIN = ConfigDict(from_attributes=True)
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from server.schemas.query import Out
+from server.schemas.reads import Out
 
 
 class CheckOut(Out):

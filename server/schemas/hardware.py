@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from server.schemas.query import HardwareOut, Out
+from server.schemas.reads import HardwareOut, Out
 
 
 class SettingOut(Out):

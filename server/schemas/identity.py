@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from server.domain.identity import MemberKind, Role
 from server.domain.names import NAME_PATTERN
-from server.schemas.query import Out
+from server.schemas.reads import Out
 
 
 class GrantOut(Out):

@@ -4,7 +4,8 @@ an ingest that is already committed: it is logged.
 
 It takes a domain `Batch` (the route and the command line map the ingest contract onto one,
 `server.schemas.batches`) and answers the `WriteResult`. How the batch is committed — grouped
-with concurrent ones on DuckDB, on its own on PostgreSQL — is storage's (`server.storage.commits`).
+with concurrent ones on DuckDB, on its own on PostgreSQL — is storage's
+(`server.storage.writing.commits`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from server.auth import Principal
 from server.domain.names import DEFAULT_PROJECT
 from server.domain.records import Batch, BatchWrite, WriteResult
 from server.errors import Forbidden, Rejected
-from server.storage.commits import committer
 from server.storage.db import Database
+from server.storage.writing.commits import committer
 
 log = logging.getLogger("mismatch_monitor.ingest")
 

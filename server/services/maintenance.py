@@ -11,8 +11,8 @@ import time
 from server.domain.compaction import CompactionResult
 from server.domain.records import WriteResult
 from server.domain.retention import RetentionResult
-from server.storage import compaction, retention
 from server.storage.db import Database
+from server.storage.writing import compaction, retention
 
 log = logging.getLogger("mismatch_monitor.maintenance")
 

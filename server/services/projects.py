@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 from server.domain.projects import ProjectReference
 from server.errors import NotFound
-from server.storage import references, runs
 from server.storage.db import Database
+from server.storage.reading import references
+from server.storage.writing import runs
 
 
 class ProjectService:

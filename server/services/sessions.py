@@ -3,10 +3,10 @@ signed in with.
 
 The cookie holds a random session id and the token's id, signed (with an expiry) by a secret
 the server keeps in its database. The session itself is a row in the database
-(`server.storage.sessions`), and every request turns the cookie back into the token's principal
-only while that row exists: signing out deletes it, so a copied cookie is refused from then on,
-by every replica sharing the database; revoking the token ends its sessions at once too. The
-cookie is HttpOnly (scripts cannot read it) and SameSite=Strict (other sites cannot send it).
+(`server.storage.identity.sessions`), and every request turns the cookie back into the token's
+principal only while that row exists: signing out deletes it, so a copied cookie is refused from
+then on, by every replica sharing the database; revoking the token ends its sessions at once too.
+The cookie is HttpOnly (scripts cannot read it) and SameSite=Strict (other sites cannot send it).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from server.auth import OPEN, Principal
 from server.services.tokens import TokenService
-from server.storage import sessions as stored
 from server.storage.db import Database
+from server.storage.identity import sessions as stored
 
 COOKIE = "mm_session"
 DEFAULT_TTL_S = 12 * 3600

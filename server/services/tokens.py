@@ -1,5 +1,5 @@
 """Token management and request authentication: who may mint and revoke which token, and who a
-presented token makes a request. The rows are `server.storage.tokens`'."""
+presented token makes a request. The rows are `server.storage.identity.tokens`'."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from server.domain.names import NAME_PATTERN
 from server.domain.scopes import ALL_PROJECTS, SCOPES
 from server.domain.tokens import TokenInfo
 from server.errors import Forbidden, NotFound, Rejected, Unauthorized
-from server.storage import tokens as stored
 from server.storage.db import Database
+from server.storage.identity import tokens as stored
 
 _AUTH_CACHE_S = 2.0
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from server.alarms.backtest import Backtester
-from server.alarms.defaults import DEFAULT_RULES
+from server.alarms.configuring.backtest import Backtester
+from server.alarms.configuring.defaults import DEFAULT_RULES
 from server.alarms.store import AlarmStore
 from server.storage.db import Database
 from tests.importers.stored import mismatch

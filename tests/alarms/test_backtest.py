@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork
 from tests.alarms.test_webhooks import LOCAL_RECEIVERS, Receiver, outbox_after_stop
 from tests.conftest import ServerProcess

@@ -14,8 +14,8 @@ from typing import Any
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.records import StoredRecord, WriteResult
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 
 STEPS = 600
 

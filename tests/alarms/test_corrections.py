@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from server.alarms.backtest import Backtester
-from server.alarms.defaults import DEFAULT_RULES
-from server.alarms.rules import compile_rule
+from server.alarms.configuring.backtest import Backtester
+from server.alarms.configuring.defaults import DEFAULT_RULES
+from server.alarms.evaluating.rules import compile_rule
 from server.alarms.store import AlarmStore
 from server.domain import signals
 from server.domain.alarms import Rule
@@ -178,7 +178,7 @@ def test_the_blind_rule_reads_the_gap_and_the_masked_share_families() -> None:
 def test_runs_stored_before_the_exact_parity_label_get_it_on_upgrade_and_lose_it_back(
     db_url: str,
 ) -> None:
-    from server.storage import migrate
+    from server.storage.schema import migrate
     from tests.stored_runs import insert_runs, run_labels
 
     database = Database(db_url)

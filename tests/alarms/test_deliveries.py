@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Receiver
-from server.storage import alarm_deliveries, alarm_outbox, migrate
-from server.storage import alarm_tables as t
-from server.storage.alarm_outbox import Draft, OutboxMessage, Revision
+from server.storage.alarms import deliveries as alarm_deliveries
+from server.storage.alarms import outbox as alarm_outbox
+from server.storage.alarms.outbox import Draft, OutboxMessage, Revision
 from server.storage.db import Database
+from server.storage.schema import alarm_tables as t
+from server.storage.schema import migrate
 from tests.budget import examples
 
 NOW = 1_000.0

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from server.alarms.delivery import DeliveryWorker
-from server.alarms.outbound import TargetPolicy
+from server.alarms.delivering.delivery import DeliveryWorker
+from server.alarms.delivering.outbound import TargetPolicy
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Receiver
-from server.storage import alarm_deliveries, alarm_outbox
-from server.storage.alarm_outbox import OutboxMessage
+from server.storage.alarms import deliveries as alarm_deliveries
+from server.storage.alarms import outbox as alarm_outbox
+from server.storage.alarms.outbox import OutboxMessage
 from server.storage.db import Database
 from tests.alarms.test_webhooks import Receiver as LocalReceiver
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from server.alarms.config import check_rule
-from server.alarms.rules import compile_rule
+from server.alarms.configuring.config import check_rule
+from server.alarms.evaluating.rules import compile_rule
 from server.domain.alarms import Rule
 from server.errors import Rejected
 

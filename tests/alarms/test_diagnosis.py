@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.alarms.diagnosis import Diagnostician, differences_from
-from server.alarms.payloads import event, render
+from server.alarms.delivering.diagnosis import Diagnostician, differences_from
+from server.alarms.delivering.payloads import event, render
 from server.auth import OPEN
 from server.domain.alarms import Alert, ConfigDifference, Diagnosis, Rule
 from server.domain.parity import PARITY_KEYS
 from server.services.ingest import IngestService
-from server.storage import migrate, references
 from server.storage.db import Database
+from server.storage.reading import references
+from server.storage.schema import migrate
 from tests.factories import ingest_batch
 
 WHY = dict(PARITY_KEYS)

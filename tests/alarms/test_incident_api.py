@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.alarms.test_incidents import _steps
 from tests.alarms.test_webhooks import LOCAL_RECEIVERS, Receiver
 from tests.factories import run_upsert

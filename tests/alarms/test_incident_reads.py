@@ -10,8 +10,8 @@ from server import auth
 from server.domain.alarms import Alert
 from server.domain.incidents import ACK_ACTION, ACK_KIND
 from server.identity.changes import Changes
-from server.services.incidents import IncidentViews
-from server.storage import alarm_alerts
+from server.services.reads.incidents import IncidentReads
+from server.storage.alarms import alerts as alarm_alerts
 
 NOW = 1_800_000_000.0
 
@@ -40,7 +40,7 @@ def test_incidents_are_listed_firing_first_then_worst_then_newest(migrated_db: A
     ]
     with migrated_db.write() as conn:
         alarm_alerts.insert(conn, alerts)
-    views = IncidentViews(migrated_db)
+    views = IncidentReads(migrated_db)
     found = views.listed(projects=["p"], now=NOW)
     assert [i.id for i in found] == ["c1", "b1", "a1", "d1"]
     crit = found[0]

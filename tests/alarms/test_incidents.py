@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from server.alarms.incidents import assign, notices
+from server.alarms.recording.incidents import assign, notices
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain import alarms as domain
 from server.domain.alarms import Alert, Rule
 from server.domain.records import StoredRecord, WriteResult
-from server.storage import migrate
-from server.storage.alarm_tables import outbox
 from server.storage.db import Database
+from server.storage.schema import migrate
+from server.storage.schema.alarm_tables import outbox
 from tests.alarms.test_webhooks import (
     LOCAL_RECEIVERS,
     Receiver,

@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from server.alarms.backtest import Backtester
+from server.alarms.configuring.backtest import Backtester
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.records import BatchWrite, Record, RunUpsert
-from server.storage import migrate
 from server.storage.db import Database
-from server.storage.ingest import write_batches
+from server.storage.schema import migrate
+from server.storage.writing.ingest import write_batches
 from tests.budget import examples
 
 STEPS = 90

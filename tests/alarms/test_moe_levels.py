@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from server.alarms.defaults import DEFAULT_RULES
+from server.alarms.configuring.defaults import DEFAULT_RULES
 from server.domain.moe import MOE_LABEL, moe
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.alarms.imported import first_alerts, import_run
 from tests.importers.stored import runs
 from tests.stored_runs import insert_runs, run_labels

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from server.alarms.evaluation import Evaluator
+from server.alarms.evaluating.evaluation import Evaluator
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Fired, Rule

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from server.alarms import outbound, safe_http
-from server.alarms.outbound import TargetPolicy, UnsafeTarget, check_url
-from server.alarms.safe_http import TrialResult, post, send_trial, webhook_client
+from server.alarms.delivering import outbound, safe_http
+from server.alarms.delivering.outbound import TargetPolicy, UnsafeTarget, check_url
+from server.alarms.delivering.safe_http import TrialResult, post, send_trial, webhook_client
 from server.errors import Rejected
 
 PUBLIC_V4 = "93.184.215.14"

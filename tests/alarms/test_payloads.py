@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from server.alarms.payloads import event, render
+from server.alarms.delivering.payloads import event, render
 from server.domain.alarms import Alert
 
 BASE = "https://monitor.example"

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from server.alarms.defaults import DEFAULT_RULES, PACK_NAME, PACKS
-from server.storage import migrate
+from server.alarms.configuring.defaults import DEFAULT_RULES, PACK_NAME, PACKS
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import web
 from tests.factories import record, run_upsert
 from tests.importers.stored import mismatch

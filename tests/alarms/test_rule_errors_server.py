@@ -10,8 +10,8 @@ from typing import Any
 
 from server.alarms.store import AlarmStore
 from server.domain.alarms import Rule
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork, web
 from tests.factories import record, run_upsert
 from tests.waiting import wait_for

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.alarms import detectors, rules
-from server.alarms.book import StateBook
-from server.alarms.config import check_rule
-from server.alarms.evaluation import Evaluator
-from server.alarms.failures import error_key
-from server.alarms.state import advance
+from server.alarms.configuring.config import check_rule
+from server.alarms.evaluating import detectors, rules
+from server.alarms.evaluating.book import StateBook
+from server.alarms.evaluating.evaluation import Evaluator
+from server.alarms.evaluating.failures import error_key
+from server.alarms.evaluating.state import advance
 from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Rule, RunActivity
 from server.domain.records import StoredRecord
@@ -98,7 +98,7 @@ def test_the_hostile_sustained_rule_is_refused_naming_z() -> None:
 
 
 def test_the_default_pack_lies_within_the_ranges() -> None:
-    from server.alarms.defaults import PACK
+    from server.alarms.configuring.defaults import PACK
 
     for spec in PACK:
         assert param_problems(spec["params"]) == [], spec["name"]

@@ -6,9 +6,9 @@ import math
 import random
 from typing import Any
 
-from server.alarms.defaults import PACK
-from server.alarms.rules import evaluate
-from server.alarms.state import advance
+from server.alarms.configuring.defaults import PACK
+from server.alarms.evaluating.rules import evaluate
+from server.alarms.evaluating.state import advance
 from server.domain import signals
 from server.domain.alarms import Rule
 

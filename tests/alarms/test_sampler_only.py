@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.alarms.defaults import DEFAULT_RULES
-from server.alarms.evaluation import Evaluator
+from server.alarms.configuring.defaults import DEFAULT_RULES
+from server.alarms.evaluating.evaluation import Evaluator
 from server.domain.alarms import Rule
 from server.domain.records import StoredRecord
 from server.domain.sampler import SAMPLER_ONLY_LABEL, derived_labels, sampler_only
@@ -172,8 +172,8 @@ def test_a_trl_run_with_a_recorded_penalty_alerts_by_step_3_naming_the_setting_a
 
 
 def test_runs_stored_before_the_label_get_it_from_their_config_on_upgrade(db_url: str) -> None:
-    from server.storage import migrate
     from server.storage.db import Database
+    from server.storage.schema import migrate
     from tests.stored_runs import insert_runs, run_labels
 
     database = Database(db_url)
@@ -204,7 +204,7 @@ def test_the_run_page_names_the_setting_and_only_where_there_is_one(migrated_db:
     from server.auth import OPEN
     from server.domain.reads.scope import ReadScope
     from server.services.ingest import IngestService
-    from server.services.reads import Reads
+    from server.services.reads.port import Reads
     from tests.components import find
     from tests.factories import ingest_batch
 

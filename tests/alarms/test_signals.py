@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.alarms.defaults import PACK
-from server.alarms.evaluation import Evaluator
+from server.alarms.configuring.defaults import PACK
+from server.alarms.evaluating.evaluation import Evaluator
 from server.domain import signals
 from server.domain.alarms import Fired, Rule
 from server.domain.records import StoredRecord

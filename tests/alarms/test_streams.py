@@ -14,18 +14,19 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.alarms.diagnosis import Diagnostician
-from server.alarms.drafts import Drafts
-from server.alarms.history import StoredHistory
+from server.alarms.delivering.diagnosis import Diagnostician
+from server.alarms.delivering.drafts import Drafts
+from server.alarms.evaluating.history import StoredHistory
 from server.alarms.service import AlarmService
 from server.alarms.store import AlarmStore
 from server.domain.alarm_keys import StateKey, StreamKey
 from server.domain.alarms import Receiver, Rule
 from server.domain.records import BatchWrite, Record, RunUpsert, StoredRecord
-from server.storage import alarm_deliveries, alarm_tables, migrate
-from server.storage.alarm_outbox import DRAFT_PREFIX
+from server.storage.alarms import deliveries as alarm_deliveries
+from server.storage.alarms.outbox import DRAFT_PREFIX
 from server.storage.db import Database
-from server.storage.ingest import write_batches
+from server.storage.schema import alarm_tables, migrate
+from server.storage.writing.ingest import write_batches
 
 HIGH = Rule(
     id="r_high",

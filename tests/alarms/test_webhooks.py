@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 from standardwebhooks.webhooks import Webhook
 
-from server.alarms.signing import new_secret
-from server.storage import alarm_tables
+from server.alarms.delivering.signing import new_secret
 from server.storage.db import Database
+from server.storage.schema import alarm_tables
 from tests.conftest import ServerProcess, free_port
 from tests.waiting import wait_for as wait_for
 

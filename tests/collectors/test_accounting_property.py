@@ -31,8 +31,8 @@ from server.auth import Principal
 from server.errors import MonitorError
 from server.schemas.batches import parse_batch
 from server.services.ingest import IngestService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.budget import examples
 
 pytestmark = pytest.mark.slow

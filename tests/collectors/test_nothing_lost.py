@@ -16,8 +16,8 @@ import pytest
 
 import collectors
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.conftest import ServerProcess, fresh_pg_database
 from tests.factories import batch
 from tests.prefork import mismatch

@@ -12,8 +12,8 @@ import pytest
 
 import collectors
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork
 
 pytestmark = pytest.mark.slow

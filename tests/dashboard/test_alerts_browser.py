@@ -16,8 +16,8 @@ import pytest
 from dashboard import ids
 from server.domain import urls
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.alarms.test_incidents import _steps
 from tests.alarms.test_webhooks import LOCAL_RECEIVERS, Receiver
 from tests.conftest import ROOT

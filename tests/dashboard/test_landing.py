@@ -12,9 +12,10 @@ import pytest
 from dashboard import ids
 from dashboard.pages import runs_data
 from server.domain.records import BatchWrite, Record, RunUpsert
-from server.storage import compaction, migrate
 from server.storage.db import Database
-from server.storage.ingest import write_batches
+from server.storage.schema import migrate
+from server.storage.writing import compaction
+from server.storage.writing.ingest import write_batches
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -16,9 +16,9 @@ import pytest
 from dashboard.pages import compare, compare_metrics, hardware, runs_data
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
-from server.services.attribution import cause_line
 from server.services.ingest import IngestService
-from server.services.reads import Reads
+from server.services.reads.attribution import cause_line
+from server.services.reads.port import Reads
 from server.storage.db import Database
 from tests.factories import ingest_batch
 

@@ -12,7 +12,7 @@ from dashboard.pages.parity_self import NOT_RUN
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from tests.components import find
 from tests.factories import ingest_batch, record
 

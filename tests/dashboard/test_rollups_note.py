@@ -9,9 +9,9 @@ from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.figures.text import ROLLUPS_ONLY
 from server.services.ingest import IngestService
-from server.services.reads import Reads
-from server.storage import retention
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.writing import retention
 from tests.components import find
 from tests.factories import ingest_batch
 

@@ -10,7 +10,7 @@ from dashboard.pages import run
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.storage.db import Database
 from tests.components import find
 from tests.factories import ingest_batch

@@ -17,9 +17,9 @@ from server.domain.alarms import Alert
 from server.domain.reads.scope import ReadScope
 from server.domain.records import Annotation, BatchWrite, Record, RunUpsert
 from server.errors import NotFound
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.storage.db import Database
-from server.storage.ingest import write_batches
+from server.storage.writing.ingest import write_batches
 
 STYLE = run.Style("none", 0.6, "auto", "step")
 

@@ -6,7 +6,7 @@ server is killed (SIGKILL) and restarted on its port twice while they log. After
 - the alerts raised live equal a backtest of the stored runs, field for field (rules that need a
   live clock, which a backtest skips, left out): each stream is evaluated in step order from its
   stored steps whatever the order, repetitions and losses of its batches
-  (`server/alarms/streams.py`);
+  (`server/alarms/evaluating/streams.py`);
 - the server's peak resident memory (VmHWM) stayed under MEMORY_HEADROOM above what it held
   after start-up, for each of its three lives. Request bodies in memory are capped by the
   inflight budget (64 MiB by default) and the data here is small (tens of thousands of values),

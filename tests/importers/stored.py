@@ -1,5 +1,5 @@
 """Shared by the importer tests: the `mismatch` CLI run in-process, and what a database holds
-read back with plain SQL (independent of the query layer the importers do not use)."""
+read back with plain SQL (independent of the read side the importers do not use)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from server.cli.import_check import check
 from server.importers import wandb as wandb_source
 from server.importers.core import ImportFailed, Options, plan_run
 from server.importers.writer import Writer
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.importers.stored import count, mismatch, stored
 
 LIMIT = 2000  # the ingest contract's metrics per record

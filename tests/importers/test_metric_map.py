@@ -16,7 +16,7 @@ import pytest
 from dashboard import ids
 from dashboard.pages import run as run_page
 from server.domain.reads.scope import ReadScope
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.storage.db import Database
 from tests.components import find
 from tests.importers.stored import mismatch, runs, stored

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from collectors._adapters import lookup
-from server.alarms.backtest import Backtester
-from server.alarms.defaults import DEFAULT_RULES
+from server.alarms.configuring.backtest import Backtester
+from server.alarms.configuring.defaults import DEFAULT_RULES
 from server.alarms.store import AlarmStore
 from server.domain import metrics as metric_names
 from server.storage.db import Database

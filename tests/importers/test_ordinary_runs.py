@@ -1,4 +1,4 @@
-"""Imported runs are ordinary runs: the query layer's hardware breakdown and series read them,
+"""Imported runs are ordinary runs: the read side's hardware breakdown and series read them,
 and alarm backtests replay them, like runs a collector sent."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from server.alarms.backtest import Backtester
+from server.alarms.configuring.backtest import Backtester
 from server.alarms.store import AlarmStore
 from server.domain.alarms import WouldBeAlert
 from server.domain.reads.scope import ReadScope
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.storage.db import Database
 from tests.importers.stored import mismatch
 from tests.importers.test_wandb import CANONICAL, value, write_csv

@@ -14,8 +14,8 @@ import pytest
 from dashboard import ids
 from server.identity.members import Members
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.conftest import ServerProcess, fresh_pg_database
 from tests.factories import batch
 from tests.security.conftest import DATABASES

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from server.identity.members import Members
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests.conftest import ServerProcess
 
 pytestmark = pytest.mark.security

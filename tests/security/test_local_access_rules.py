@@ -12,8 +12,8 @@ from server.errors import Forbidden, NotFound, Unauthorized
 from server.identity.local_access import LINK_TTL_S, TOKEN_NAME, LocalAccess
 from server.services.sessions import Sessions
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 
 
 class Clock:

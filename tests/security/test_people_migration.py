@@ -13,8 +13,8 @@ from server import auth
 from server.domain.identity import PROXY_ISSUER, Person
 from server.identity.members import Members
 from server.identity.personal_tokens import PersonalTokens
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 
 ISSUER = "https://sso.lab.example"
 

@@ -10,8 +10,8 @@ import pytest
 
 from server.domain.identity import Person
 from server.identity.sessions import UserSessions
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 
 pytestmark = pytest.mark.security
 

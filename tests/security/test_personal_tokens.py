@@ -14,8 +14,8 @@ import pytest
 
 from server.identity.members import Members
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork, web
 from tests.conftest import ServerProcess
 from tests.factories import batch

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from server.alarms.diagnosis import Diagnostician
-from server.alarms.payloads import event, render
+from server.alarms.delivering.diagnosis import Diagnostician
+from server.alarms.delivering.payloads import event, render
 from server.auth import OPEN
 from server.domain.alarms import Alert, Rule
 from server.services.ingest import IngestService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork
 from tests.dashboard.seed import engine, run_body
 from tests.factories import bucket_table, ingest_batch, record, run_upsert

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import web
 from tests.conftest import ROOT, ServerProcess, fresh_pg_database
 from tests.factories import batch

@@ -11,8 +11,8 @@ from server.auth import Principal
 from server.domain.identity import Person
 from server.domain.reads.scope import ReadScope
 from server.identity.changes import Changes
-from server.services.changes_query import ChangeQueries
-from server.storage import changes as stored
+from server.services.reads.changes import ChangeReads
+from server.storage.alarms import changes as stored
 
 ALICE = Principal(
     token_id=None,
@@ -55,7 +55,7 @@ def _seeded(db: Any) -> Changes:
 
 def test_a_reader_lists_the_changes_of_their_projects_only(migrated_db: Any) -> None:
     changes = _seeded(migrated_db)
-    reads = ChangeQueries(migrated_db)
+    reads = ChangeReads(migrated_db)
     alpha = reads.recent(ReadScope.of(["alpha"]))
     assert {c.project for c in alpha} == {"alpha"} and len(alpha) == 9
     assert [c.changed_at for c in alpha] == sorted((c.changed_at for c in alpha), reverse=True)
@@ -71,7 +71,7 @@ def test_a_reader_lists_the_changes_of_their_projects_only(migrated_db: Any) -> 
 
 def test_each_objects_last_change_names_its_newest_changer(migrated_db: Any) -> None:
     _seeded(migrated_db)
-    reads = ChangeQueries(migrated_db)
+    reads = ChangeReads(migrated_db)
     last = reads.last_changed(ReadScope.of(["alpha"]))
     assert [(c.kind, c.object_id, c.actor, c.action) for c in last] == [
         ("rule", "r2", "token:t0ken", "update"),

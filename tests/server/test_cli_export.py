@@ -16,8 +16,8 @@ import pytest
 from server.auth import OPEN
 from server.services.ingest import IngestService
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork
 from tests.factories import ingest_batch
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.domain.names import RUN_SORTS
-from server.storage.run_pages import MAX_CURSOR, Cursor, InvalidCursor
+from server.storage.reading.run_pages import MAX_CURSOR, Cursor, InvalidCursor
 from tests import web
 from tests.budget import examples
 from tests.conftest import ServerProcess

@@ -22,8 +22,10 @@ import collectors
 from server.auth import OPEN
 from server.services.ingest import IngestService
 from server.services.tokens import TokenService
-from server.storage import compaction, exports, migrate
 from server.storage.db import Database
+from server.storage.reading import exports
+from server.storage.schema import migrate
+from server.storage.writing import compaction
 from tests import web
 from tests.conftest import ServerProcess, fresh_pg_database
 from tests.factories import ingest_batch
@@ -356,7 +358,7 @@ def test_an_export_in_many_small_batches_holds_each_value_once_in_order(db_url: 
     """A budget far below the runs' size: series split into windows and packed together, read
     from compacted chunks and the hot table alike, come back whole and in order."""
     from server.domain.reads.scope import ReadScope
-    from server.services.exports import ExportService
+    from server.services.reads.exports import ExportReads
 
     db = Database(db_url)
     migrate.upgrade(db)
@@ -366,7 +368,7 @@ def test_an_export_in_many_small_batches_holds_each_value_once_in_order(db_url: 
     ingest.ingest(ingest_batch(_body("r1", "a", range(700, 1000))), OPEN)  # hot
     ingest.close()
     try:
-        plan = ExportService(db, budget=256).plan(ReadScope.EVERY, ["r1"], step_max=899)
+        plan = ExportReads(db, budget=256).plan(ReadScope.EVERY, ["r1"], step_max=899)
         batches = list(plan.batches())
         assert len(batches) > 4 * 3 and max(b.num_rows for b in batches) <= 256
         got = pa.Table.from_batches(batches).to_pandas()
@@ -380,7 +382,7 @@ def test_an_export_in_many_small_batches_holds_each_value_once_in_order(db_url: 
 
 
 def test_reading_ahead_keeps_order_raises_the_readers_error_and_stops_when_closed() -> None:
-    from server.services.exports import read_ahead
+    from server.services.reads.exports import read_ahead
 
     assert list(read_ahead(iter(range(50)))) == list(range(50))
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import web
 from tests.conftest import ServerProcess
 from tests.factories import batch

@@ -10,9 +10,9 @@ import sqlalchemy as sa
 
 from server.domain.records import Batch, BatchWrite, WriteResult
 from server.errors import NotFound
-from server.storage.commits import commit_together
 from server.storage.db import Database
-from server.storage.ingest import write_batches
+from server.storage.writing.commits import commit_together
+from server.storage.writing.ingest import write_batches
 from tests.factories import bucket_table, ingest_batch, record, run_upsert
 
 

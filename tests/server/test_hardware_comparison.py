@@ -1,4 +1,4 @@
-"""The like-for-like hardware comparison through the query layer, on runs stored in a real DuckDB
+"""The like-for-like hardware comparison through the read side, on runs stored in a real DuckDB
 file whose answer is known by construction: log k3 = log(GPU median) + run offset + AR(1) noise,
 so the true ratio of GPU medians is set, not measured."""
 
@@ -13,9 +13,9 @@ from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
 from server.services.ingest import IngestService
-from server.services.reads import Reads
-from server.storage import compaction
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.writing import compaction
 from tests.factories import ingest_batch
 
 A100, H20, L20 = "NVIDIA A100-SXM4-80GB", "NVIDIA H20", "NVIDIA L20"

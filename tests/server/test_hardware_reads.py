@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
-from server.storage import compaction, retention
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.writing import compaction, retention
 from tests.factories import ingest_batch
 
 H20, A100 = "NVIDIA H20", "NVIDIA A100-SXM4-80GB"
@@ -145,7 +145,7 @@ def test_a_gpu_type_past_the_sample_size_gets_quantiles_of_windows_spread_over_i
     """With the sample at 300 values, each GPU type's quantiles come from about 300 of its
     finite values, in windows over every run; each one's rank among all the type's values
     stays near its own (an independent NumPy ranking of everything sent)."""
-    from server.services import hardware_measure
+    from server.services.reads import hardware_measure
 
     monkeypatch.setattr(hardware_measure, "QUANTILE_VALUES", 300)
     sent = _ingest(migrated_db)
@@ -176,7 +176,7 @@ def test_a_gpu_type_past_the_sample_size_gets_quantiles_of_windows_spread_over_i
 def test_windows_keep_about_the_target_inside_each_piece(
     spec: list[tuple[int, int, int]], target: int, per_piece: int
 ) -> None:
-    from server.storage.hardware import Piece, windows
+    from server.storage.reading.hardware import Piece, windows
 
     chosen = []
     for sid, (first, span, finite) in enumerate(spec):

@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
-from server.storage import compaction, retention
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.writing import compaction, retention
 from tests.factories import ingest_batch
 
 STEPS = 700

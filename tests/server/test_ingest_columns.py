@@ -16,11 +16,11 @@ import sqlalchemy as sa
 from server.domain.metric_rows import MetricColumn
 from server.domain.records import BatchWrite, Record, WriteResult
 from server.schemas.batches import parse_batch
-from server.storage import commits, heads
-from server.storage.commits import GroupCommit
 from server.storage.db import Database
-from server.storage.ingest import _merge, write_batches
-from server.storage.point_columns import PointColumns
+from server.storage.writing import commits, heads
+from server.storage.writing.commits import GroupCommit
+from server.storage.writing.ingest import _merge, write_batches
+from server.storage.writing.point_columns import PointColumns
 from tests.factories import bucket_table, ingest_batch, record, run_upsert
 
 

@@ -17,7 +17,7 @@ from server.domain.labels import InvalidLabelFilter, LabelFilter
 from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
 from server.services.ingest import IngestService
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.storage.db import Database
 from tests.factories import ingest_batch
 

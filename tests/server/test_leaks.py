@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
-from server.storage import alarm_tables
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.schema import alarm_tables
 from tests.factories import batch, ingest_batch
 
 _ids = itertools.count()

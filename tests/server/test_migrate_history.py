@@ -13,9 +13,10 @@ import pytest
 import sqlalchemy as sa
 
 from server.domain.reads.scope import ReadScope
-from server.services.reads import Reads
-from server.storage import compaction, migrate
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.schema import migrate
+from server.storage.writing import compaction
 from tests.conftest import ROOT
 from tests.server.test_series import reference_buckets
 

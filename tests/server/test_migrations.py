@@ -7,15 +7,12 @@ import math
 import pytest
 import sqlalchemy as sa
 
-import server.storage.alarm_tables  # noqa: F401 - registers the alarm tables
-from server.storage import (
-    alarm_deliveries,
-    identity_tables,  # noqa: F401 - registers the tables of people
-    migrate,
-)
-from server.storage import alarm_tables as t
+import server.storage.schema.alarm_tables  # noqa: F401 - registers the alarm tables
+from server.storage.alarms import deliveries as alarm_deliveries
 from server.storage.db import Database
-from server.storage.tables import metadata
+from server.storage.schema import alarm_tables as t
+from server.storage.schema import migrate
+from server.storage.schema.tables import metadata
 
 
 def test_migrations_from_empty_to_head_and_back(db_url: str) -> None:

@@ -1,6 +1,6 @@
-"""PostgreSQL's value store (migration 0010, `server/storage/pg_points.py`): a database written
-by the layout before migrates with its data intact and answers every read as before; values are
-written once and never moved; rollups are one row per block, merged in place; a compaction waits
+"""PostgreSQL's value store (migration 0010, `server/storage/writing/pg_points.py`): a database
+written by the layout before migrates with its data intact and answers every read as before; values
+are written once and never moved; rollups are one row per block, merged in place; a compaction waits
 for the writers of the chunk it seals."""
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import sqlalchemy as sa
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
-from server.storage import compaction, migrate, pg_points
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.schema import migrate
+from server.storage.writing import compaction, pg_points
 from tests.conftest import fresh_pg_database
 from tests.factories import ingest_batch
 from tests.waiting import wait_for

@@ -11,8 +11,8 @@ import httpx
 import sqlalchemy as sa
 
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork, web
 from tests.factories import batch
 

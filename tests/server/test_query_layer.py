@@ -1,4 +1,4 @@
-"""The query layer's lighter reads, straight on a database of each kind."""
+"""The read side's lighter reads, straight on a database of each kind."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.storage.db import Database
 from tests.factories import ingest_batch
 

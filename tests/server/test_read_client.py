@@ -18,8 +18,8 @@ from collectors._read import Incident, Timeline
 from server.auth import OPEN
 from server.services.ingest import IngestService
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import web
 from tests.conftest import ServerProcess, fresh_pg_database
 from tests.factories import ingest_batch

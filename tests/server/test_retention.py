@@ -17,10 +17,10 @@ from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
 from server.services.maintenance import Maintenance
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.services.tokens import TokenService
-from server.storage import migrate
 from server.storage.db import Database
+from server.storage.schema import migrate
 from tests import prefork
 from tests.factories import ingest_batch
 from tests.waiting import wait_for
@@ -186,7 +186,7 @@ def test_the_maintenance_thread_compacts_and_retains(migrated_db: Database) -> N
 
 
 def test_retention_drops_the_token_exemplars_of_old_runs_only(migrated_db: Database) -> None:
-    from server.storage import retention
+    from server.storage.writing import retention
     from tests.factories import parity_report
 
     ingest = IngestService(migrated_db)

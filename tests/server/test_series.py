@@ -13,9 +13,11 @@ from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.errors import NotFound, Rejected
 from server.services.ingest import IngestService
-from server.services.reads import Reads
-from server.storage import compaction, migrate, retention, series
+from server.services.reads.port import Reads
 from server.storage.db import Database
+from server.storage.reading import series
+from server.storage.schema import migrate
+from server.storage.writing import compaction, retention
 from tests.factories import ingest_batch
 
 EVERY = ReadScope.EVERY

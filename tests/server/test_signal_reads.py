@@ -19,7 +19,7 @@ from server.domain.metrics import (
     compare_options,
     run_panels,
 )
-from server.storage import heads
+from server.storage.writing import heads
 from tests.signal_runs import K3, PLAIN, SLIME, TRL, body, post
 
 # -- the choice, pure -------------------------------------------------------------------------
@@ -184,7 +184,7 @@ def test_headlines_and_the_k3_sort_agree_on_both_databases(migrated_db: Any) -> 
     from server.auth import OPEN
     from server.domain.reads.scope import ReadScope
     from server.services.ingest import IngestService
-    from server.services.reads import Reads
+    from server.services.reads.port import Reads
     from tests.factories import ingest_batch
 
     ingest = IngestService(migrated_db)

@@ -10,8 +10,9 @@ from typing import Any
 
 from server.auth import OPEN
 from server.services.ingest import IngestService
-from server.storage import compaction, stored_steps
 from server.storage.db import Database
+from server.storage.reading import stored_steps
+from server.storage.writing import compaction
 from tests.factories import ingest_batch
 
 STEPS = 60

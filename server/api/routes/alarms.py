@@ -34,7 +34,7 @@ from server.schemas.alarms import (
     SilenceOut,
     WouldBeAlertOut,
 )
-from server.schemas.query import ListOut
+from server.schemas.reads import ListOut
 
 router = APIRouter(prefix="/api/v1", tags=["alarms"])
 

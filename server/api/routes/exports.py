@@ -17,7 +17,7 @@ from server.api.export_stream import MEDIA_TYPES, SUFFIXES, Format, encode, rele
 from server.api.params import StepMax, StepMin
 from server.domain.names import Source
 from server.errors import Rejected
-from server.services.exports import SCHEMA
+from server.services.reads.exports import SCHEMA
 
 router = APIRouter(prefix="/api/v1", tags=["export"])
 

@@ -13,7 +13,7 @@ from server.api.deps import ServicesDep
 from server.api.responses import JSONResponse
 from server.container import Services
 from server.errors import Forbidden
-from server.storage import migrate
+from server.storage.schema import migrate
 
 router = APIRouter(tags=["health"])
 

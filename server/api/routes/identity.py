@@ -11,7 +11,7 @@ from server.api.deps import AdminDep, ChangesDep, ReaderDep, ServicesDep
 from server.domain.identity import MemberKind
 from server.identity.members import Members
 from server.schemas.identity import ChangeOut, GrantOut, MemberIn, MemberOut, MeOut
-from server.schemas.query import ListOut
+from server.schemas.reads import ListOut
 
 router = APIRouter(prefix="/api/v1", tags=["people"])
 

@@ -13,7 +13,7 @@ from server.domain.alarms import Severity
 from server.domain.incidents import ACK_ACTION, ACK_KIND, IncidentState
 from server.errors import Forbidden
 from server.schemas.incidents import AckIn, IncidentOut, TimelineOut
-from server.schemas.query import ListOut
+from server.schemas.reads import ListOut
 
 router = APIRouter(prefix="/api/v1", tags=["incidents"])
 

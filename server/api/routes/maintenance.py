@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from server.api.deps import AdminDep, ChangesDep, ServicesDep
 from server.errors import Forbidden, Malformed
-from server.schemas.query import Out
+from server.schemas.reads import Out
 
 router = APIRouter(prefix="/api/v1/maintenance", tags=["maintenance"])
 

@@ -13,7 +13,7 @@ from server.domain.identity import Person
 from server.errors import Forbidden
 from server.identity.personal_tokens import PersonalTokens
 from server.schemas.identity import PersonalTokenCreatedOut, PersonalTokenIn, PersonalTokenOut
-from server.schemas.query import ListOut
+from server.schemas.reads import ListOut
 
 router = APIRouter(prefix="/api/v1/me/tokens", tags=["people"])
 

@@ -14,8 +14,8 @@ from server.api.responses import model_response
 from server.domain.names import RunKind
 from server.domain.names import RunSort as Sort
 from server.domain.reads.scope import ReadScope
-from server.schemas.query import ListOut, RunPageOut
-from server.services.run_lookup import run_conditions
+from server.schemas.reads import ListOut, RunPageOut
+from server.services.reads.lookup import run_conditions
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 

@@ -24,7 +24,7 @@ from server.domain.reads.scope import ReadScope
 from server.errors import Rejected
 from server.reports.hardware import hardware_report
 from server.schemas.hardware import HardwareComparisonOut
-from server.schemas.query import (
+from server.schemas.reads import (
     BucketRowOut,
     BucketStepOut,
     ExemplarOut,

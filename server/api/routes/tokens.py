@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from server.api.deps import AdminDep, AlarmsDep, ChangesDep, TokensDep
 from server.domain.names import NAME_PATTERN
-from server.schemas.query import ListOut
+from server.schemas.reads import ListOut
 
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
 
