@@ -17,7 +17,10 @@ The direction, from the edges in:
 
 The server imports the dashboard only in its app factory (server.app). Every import counts,
 also one inside a function or under TYPE_CHECKING, in the boundary check and the cycle check
-alike. The few known exceptions are listed in EXCEPTIONS, each with its reason.
+alike. The few known exceptions are listed in EXCEPTIONS, each with its reason. Inside
+server.alarms and server.storage, each room imports only the rooms it names (ROOMS_OF_ALARMS,
+ROOMS_OF_STORAGE). ARCHITECTURE.md draws all of this for a reader; the map tests at the end
+hold it to the code.
 """
 
 from __future__ import annotations
@@ -398,3 +401,45 @@ def test_sleeps_in_tests_say_why() -> None:
 )
 def test_the_sleep_check_refuses_a_sleep_without_a_reason(source: str, expected: list[int]) -> None:
     assert unexplained_sleeps(source) == expected
+
+
+MAP = ROOT / "ARCHITECTURE.md"
+_TOP = ("server", "dashboard", "collectors", "demo", "migrations", "tests", "benchmarks", "docs")
+
+
+def named_paths(text: str) -> set[str]:
+    """The repository paths a page names in backticks (`server/alarms/`, `server/app.py`)."""
+    found = set()
+    for token in re.findall(r"`([^`\s]+)`", text):
+        if token.split("/")[0] in _TOP and "/" in token:
+            found.add(token)
+    return found
+
+
+def test_the_map_names_only_what_exists() -> None:
+    """ARCHITECTURE.md cannot go stale: a path it names that was moved or removed fails here."""
+    missing = sorted(p for p in named_paths(MAP.read_text()) if not (ROOT / p).exists())
+    assert missing == []
+
+
+def test_the_map_names_every_package() -> None:
+    """Every package of the code (a folder with `__init__.py`) has its place on the map."""
+    named = {p.rstrip("/") for p in named_paths(MAP.read_text())}
+    packages = sorted(
+        str(path.parent.relative_to(ROOT))
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("__init__.py")
+    )
+    assert [p for p in packages if p not in named] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("the `server/alarms/evaluating/` room", {"server/alarms/evaluating/"}),
+        ("`server/app.py` and `ReadScope`", {"server/app.py"}),
+        ("`mismatch serve` and `x/y`", set()),
+    ],
+)
+def test_the_map_check_reads_the_paths_a_page_names(text: str, expected: set[str]) -> None:
+    assert named_paths(text) == expected
