@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from collectors._adapters import detect
+from collectors.adapters import detect
 from server.domain.signals import SIGNALS
 
 _RANK = {signal.metric: i for i, signal in enumerate(SIGNALS)}
