@@ -5,6 +5,8 @@ each framework's source does and comparing with the float64 reference in referen
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,32 +15,24 @@ from typing import Any
 import numpy as np
 import pytest
 
-from collectors._adapters import (
-    FRAMEWORKS,
-    VARIANT_SEP,
-    Detected,
-    areal,
-    detect,
-    lookup,
-    map_metrics,
-    ms_swift,
-    nemo_rl,
-    openrlhf,
-    prime_rl,
-    rlinf,
-    roll,
-    skyrl,
-    slime,
-    trl,
-    verl,
-)
+import collectors._adapters
+from collectors._adapters import FRAMEWORKS, VARIANT_SEP, Detected, detect, lookup, map_metrics
 from collectors._adapters._detect import pick
 from collectors._adapters._rules import Rule, Table
 from collectors._vocabulary import PASSED_THROUGH, ROUTING
 from tests.collectors.reference import reference
 
-MODULES = (verl, trl, nemo_rl, openrlhf, slime, ms_swift, skyrl, areal, roll, prime_rl, rlinf)
-TABLES = {m.TABLE.framework: m.TABLE for m in MODULES}
+
+def _tables_on_disk() -> dict[str, Table]:
+    """The table of every framework module in the adapters' package, found by listing the
+    package's files (not from the package's own list of tables, which this checks)."""
+    package = collectors._adapters
+    modules = [m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")]
+    tables = (importlib.import_module(f"{package.__name__}.{m}").TABLE for m in modules)
+    return {t.framework: t for t in tables}
+
+
+TABLES = _tables_on_disk()
 TRAINING_SIGNALS = ("verl", "trl", "nemo-rl", "openrlhf", "slime", "ms-swift")
 """The frameworks whose tables also map the training signals (loss, grad norm, reward,
 response length, entropy); the others map their mismatch and correction metrics."""
