@@ -12,7 +12,10 @@ The direction, from the edges in:
     dashboard               reads through the read port (server.services, whose errors are
                             server.errors) and draws with the shared presentation modules
                             (server.figures, server.reports)
-    collectors              ships into training jobs: nothing of the server, dashboard or demo
+    collectors              ships into training jobs: nothing of the server, dashboard or demo;
+                            its own distribution, so the others import its public modules only
+                            (`collectors.wire`, `.adapters`, `.read`, `.parity_check`, the
+                            package itself), never a `collectors._` module
     demo                    a client of the collectors (and the domain's URL scheme)
 
 The server imports the dashboard only in its app factory (server.app). Every import counts,
@@ -113,6 +116,11 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     *(_rooms("server.storage", ROOMS_OF_STORAGE)),
 )
 
+PRIVATE_INSIDE = ("collectors",)
+"""Packages whose `_modules` are theirs alone: no other package of ours imports one. The
+collectors ship as their own distribution; what the server relies on is in their public
+modules, so the private ones may change without breaking it."""
+
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("server.app", "dashboard"): "the app factory mounts the dashboard",
     ("server.app", "dashboard.create_dash"): "the app factory mounts the dashboard",
@@ -166,6 +174,7 @@ def imports(module: str, source: str) -> set[str]:
 def violations(graph: dict[str, set[str]]) -> list[str]:
     out = []
     for module, targets in sorted(graph.items()):
+        out += [f"{module} imports {t}, private to its package" for t in private(module, targets)]
         for prefix, forbidden, allowed in RULES:
             if not _under(module, prefix):
                 continue
@@ -177,6 +186,20 @@ def violations(graph: dict[str, set[str]]) -> list[str]:
                 ):
                     out.append(f"{module} imports {target}")
     return out
+
+
+def private(module: str, targets: set[str]) -> list[str]:
+    """The `_modules` (or `_names`) of a PRIVATE_INSIDE package among `targets` that `module`,
+    from outside that package, imports. A dunder (`__version__`) is no private name."""
+    found = []
+    for target in sorted(targets):
+        package, _, rest = target.partition(".")
+        head = rest.split(".")[0]
+        dunder = head.startswith("__") and head.endswith("__")
+        outside = not _under(module, package)
+        if package in PRIVATE_INSIDE and outside and head.startswith("_") and not dunder:
+            found.append(target)
+    return found
 
 
 def _module_of(target: str) -> str:
@@ -262,6 +285,16 @@ def test_modules_import_each_other_without_cycles() -> None:
         ("server.alarms.recording.x", "from server.alarms.delivering import payloads", False),
         ("server.alarms.configuring.x", "from server.alarms.service import AlarmService", True),
         ("server.alarms.evaluating.x", "from server.alarms import ids", False),
+        ("server.cli.x", "from collectors._http import Answer", True),
+        ("server.cli.x", "from collectors.wire import Answer", False),
+        ("server.cli.x", "from collectors import _http", True),
+        ("server.cli.x", "def f():\n    import collectors._parity._engine", True),
+        ("server.app", "from collectors.wire import __version__", False),
+        ("demo.x", "from collectors._run import init", True),
+        ("demo.x", "from collectors import init", False),
+        ("migrations.versions.x", "from collectors._vocabulary import CANONICAL", True),
+        ("collectors.wire", "from collectors._http import Answer", False),
+        ("collectors.integrations.x", "from collectors._adapters import map_metrics", False),
     ],
 )
 def test_the_check_refuses_what_the_rules_forbid(module: str, source: str, expected: bool) -> None:

@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from collectors._metric_map import parse as parse_map
+from collectors.adapters import parse_metric_map
 from server.cli.common import DEFAULT_DB, MaybeUrlOpt, fail
 from server.cli.import_check import check
 from server.cli.import_options import (
@@ -108,7 +108,7 @@ def _labels(pairs: list[str] | None) -> dict[str, str]:
 
 def _metric_map(pairs: list[str] | None) -> dict[str, str]:
     try:
-        return parse_map(pairs or [])
+        return parse_metric_map(pairs or [])
     except ValueError as exc:
         fail(f"--map {exc}")
 

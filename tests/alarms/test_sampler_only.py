@@ -253,7 +253,29 @@ def test_what_the_rollout_collector_records_of_sampling_is_what_the_server_reads
     vLLM's own neutral values (top_k −1, min_p 0) only the penalty is named."""
     from types import SimpleNamespace
 
-    from collectors._vllm import sampling_summary
+    from collectors import RolloutCollector
+
+    class Recorded:
+        """A run that keeps the engine config the collector posts."""
+
+        def __init__(self) -> None:
+            self.engine: dict[str, Any] = {}
+
+        def update_config(self, config: Any) -> bool:
+            self.engine = config["engine"]
+            return True
+
+        def log_metrics(self, *args: Any, **kwargs: Any) -> bool:
+            return True
+
+        def annotate(self, *args: Any, **kwargs: Any) -> bool:
+            return True
+
+    def posted(logprobs_mode: str) -> dict[str, Any]:
+        run = Recorded()
+        override = {"logprobs_mode": logprobs_mode}
+        RolloutCollector(run, None, sampling_params=params, engine_config_override=override)
+        return run.engine
 
     params = SimpleNamespace(
         temperature=0.7,
@@ -266,7 +288,6 @@ def test_what_the_rollout_collector_records_of_sampling_is_what_the_server_reads
         max_tokens=64,
         n=2,
     )
-    engine = {"logprobs_mode": "processed_logprobs", "sampling": sampling_summary(params)}
-    assert sampler_only({"engine": engine}) == ["presence_penalty=0.5"]
-    engine["logprobs_mode"] = "raw_logprobs"  # the rollout reports pre-temperature logprobs
-    assert sampler_only({"engine": engine}) == ["temperature=0.7", "presence_penalty=0.5"]
+    assert sampler_only({"engine": posted("processed_logprobs")}) == ["presence_penalty=0.5"]
+    raw = posted("raw_logprobs")  # the rollout reports pre-temperature logprobs
+    assert sampler_only({"engine": raw}) == ["temperature=0.7", "presence_penalty=0.5"]
