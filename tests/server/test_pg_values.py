@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads import Reads
+from server.services.reads.port import Reads
 from server.storage.db import Database
 from server.storage.schema import migrate
 from server.storage.writing import compaction, pg_points
