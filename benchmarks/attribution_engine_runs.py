@@ -216,6 +216,7 @@ def _train_step(
     top-p/top-k renormalisation as the engine's processed logprobs."""
     import torch
 
+    # The parity check's own trainer-side scoring, reused as the loop's: not a public name.
     from collectors._parity._trainer import sampler_log_probs
 
     rewards = torch.tensor(

@@ -77,6 +77,7 @@ def paired(a: Any, b: Any, repeats: int) -> tuple[float, float, float]:
 
 def selection(lr: torch.Tensor, lt: torch.Tensor, mask: torch.Tensor, k: int) -> Any:
     """The exemplar selection as `compute_step_metrics` runs it, on the grids it holds."""
+    # The collectors' internals, timed on their own: not a name the server relies on.
     from collectors._exemplars import select
     from collectors._ops import Ops
 

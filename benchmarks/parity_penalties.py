@@ -49,8 +49,10 @@ def main() -> None:
 
 
 def run(model: Path, args: argparse.Namespace) -> None:
-    from collectors._parity import evaluate, parity
-    from collectors._parity._engine import EngineOptions, start, stop
+    # One engine for every setting (`parity(llm=...)`), started and stopped as the check starts
+    # its own: the check's internals, not names the server relies on.
+    from collectors._parity._engine import start, stop
+    from collectors.parity_check import EngineOptions, evaluate, parity
 
     print(f"machine: {machine()}")
     print(

@@ -44,7 +44,7 @@ class _Told:
         self.status = "running"
 
     def send(self, batch: dict[str, Any]) -> Any:
-        from collectors._http import Answer
+        from collectors.wire import Answer
 
         self.status = (batch.get("run") or {}).get("status") or self.status
         return Answer("ok", 200)

@@ -144,7 +144,7 @@ def main() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message="TRL currently supports vLLM versions")
-    from collectors._adapters import map_metrics
+    from collectors.adapters import map_metrics
     from demo.tinymodel import build_tiny_model
 
     model = build_tiny_model(tmp / "model")

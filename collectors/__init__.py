@@ -7,6 +7,13 @@ Nothing here imports the server or the dashboard. It ships on its own as `mismat
 (collectors/pyproject.toml), with no required dependencies; recipes for trainers are in
 `collectors.integrations`.
 
+What the server relies on, beyond the names below, is in four public modules, each a contract
+between the two distributions: `collectors.wire` (the ingest format, and the spool on disk),
+`collectors.adapters` (framework names and the user's metric map onto ours), `collectors.read`
+(the read client and the export's files) and `collectors.parity_check` (the parity check and its
+gate). Modules whose names begin with `_` are the implementation: nothing outside this package
+imports them, so they may change in any release.
+
 Public names are loaded lazily so that `import collectors` stays cheap inside a trainer.
 """
 

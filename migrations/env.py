@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from alembic import context
 
+from migrations import duckdb_impl as _registers_duckdb_impl  # noqa: F401
 from server.domain.database import database_url
-from server.storage.schema import migrate as _registers_duckdb_impl  # noqa: F401
 from server.storage.schema.tables import metadata
 
 

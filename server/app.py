@@ -12,7 +12,7 @@ from typing import Any
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 
-from collectors._version import __version__
+from collectors.wire import __version__
 from dashboard import create_dash
 from server.alarms import wiring
 from server.alarms.recording.incidents import Grouping

@@ -52,7 +52,7 @@ from collectors._adapters import (
     trl,
     verl,
 )
-from collectors._adapters._detect import pick
+from collectors._adapters._detect import Detected, pick
 from collectors._adapters._provenance import CONFIG_KEY, installed_version, provenance
 from collectors._adapters._rules import VARIANT_SEP, Rule, Table
 
@@ -60,6 +60,7 @@ __all__ = [
     "CONFIG_KEY",
     "FRAMEWORKS",
     "VARIANT_SEP",
+    "Detected",
     "Mapped",
     "Rule",
     "detect",
@@ -113,10 +114,10 @@ def _table(framework: str) -> Table:
     return found
 
 
-def detect(names: Iterable[str]) -> str | None:
-    """The framework whose metric names these are (`--framework auto`): the table that knows
-    the most of them among the names only it knows; None when no table's own name is there or
-    two tables know equally many (see `_detect`)."""
+def detect(names: Iterable[str]) -> Detected:
+    """The framework whose metric names these are (`--framework auto`): the table with the most
+    of its own names among them, then the one that knows most of them, a name k tables share
+    counting 1/k; or, when two or more are level, the tie (see `_detect`)."""
     return pick(names, _TABLES.values())
 
 

@@ -1,5 +1,5 @@
 """The parity page's "engine against itself" table: what `mismatch parity` measured when it sent
-the same sequences one per call and then batched (`collectors/_parity/_self.py`), read from the
+the same sequences one per call and then batched (`collectors.parity_check`), read from the
 report's step-0 metrics `self_<name>_b<batch size>`. A batch-invariant engine reads 0 in every
 row; a nonzero figure is batch-dependent numerics, which a run labelled exact parity must not
 have. A report made without the check (an older collector, `--self-batch-sizes none`) says so

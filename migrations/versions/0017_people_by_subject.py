@@ -3,7 +3,7 @@ verified e-mail addresses get mappings of their own kind, personal tokens belong
 the record of changes names a person by id with their shown name beside it. A shown name (the
 `preferred_username` a person picks) no longer decides anything.
 
-What was stored is carried over without widening anyone's access (`legacy_user`):
+What was stored is carried over without widening anyone's access (`_legacy_user`):
 - a user mapping whose name has an "@" matched verified e-mails (and proxy names): it becomes
   an e-mail mapping; any other named a subject: it becomes `*#NAME`, that subject at any
   issuer the server trusts. A subject with an "@" loses its match: narrower, never wider.
@@ -14,6 +14,10 @@ What was stored is carried over without widening anyone's access (`legacy_user`)
 - a change made by `user:NAME` is kept as `name:NAME`: the shown name it recorded, marked as
   one, never read as a person's id.
 - people's sessions end: everyone signs in once more.
+
+How a stored name is carried over and how a person's id is read are written out here, frozen,
+not imported from the server's domain code: a revision replays the same change whatever later
+versions of that code say (`server/domain/identity.py` is the live reading).
 
 Revision ID: 0017
 Revises: 0016
@@ -26,8 +30,6 @@ import json
 
 import sqlalchemy as sa
 from alembic import op
-
-from server.domain.identity import ANY_ISSUER, legacy_user, split_person_id
 
 revision = "0017"
 down_revision = "0016"
@@ -48,6 +50,20 @@ WIDER = {
     "changes": ("object_id", "actor"),
 }
 """Columns that hold a person's id now (up to 511 characters, with a kind before it)."""
+_ANY_ISSUER = "*"
+"""The issuer of what was stored before issuers: `*#SUBJECT`, that subject at any issuer."""
+
+
+def _legacy_user(name: str) -> tuple[str, str]:
+    """(kind, name) of a user mapping stored before issuers, never wider than it was: a name
+    with an "@" becomes an e-mail mapping, any other that subject at any issuer."""
+    return ("email", name) if "@" in name else ("user", f"{_ANY_ISSUER}#{name}")
+
+
+def _split_person_id(value: str) -> tuple[str, str] | None:
+    """(issuer, subject) of a person id `ISSUER#SUBJECT`, None when `value` is not one."""
+    issuer, sep, subject = value.partition("#")
+    return (issuer, subject) if sep and issuer and subject else None
 
 
 def upgrade() -> None:
@@ -70,7 +86,7 @@ def upgrade() -> None:
 def _members_by_kind(conn: sa.Connection) -> None:
     rows = conn.execute(sa.select(_members).where(_members.c.kind == "user")).mappings().all()
     for row in rows:
-        kind, name = legacy_user(row["name"])
+        kind, name = _legacy_user(row["name"])
         key = (_members.c.kind == "user", _members.c.name == row["name"])
         conn.execute(sa.delete(_members).where(*key, _members.c.project == row["project"]))
         conn.execute(sa.insert(_members).values({**row, "kind": kind, "name": name}))
@@ -88,7 +104,7 @@ def _tokens_by_id(conn: sa.Connection) -> None:
         conn.execute(
             sa.update(_tokens)
             .where(_tokens.c.id == token_id)
-            .values(owner=f"{ANY_ISSUER}#{subject}", email=email, shown=owner)
+            .values(owner=f"{_ANY_ISSUER}#{subject}", email=email, shown=owner)
         )
     op.drop_column("personal_tokens", "names")
     op.create_index("personal_tokens_by_owner", "personal_tokens", ["owner"])
@@ -139,7 +155,7 @@ def downgrade() -> None:
     op.add_column("personal_tokens", sa.Column("names", sa.Text, nullable=True))
     found = conn.execute(sa.select(_tokens.c.id, _tokens.c.owner, _tokens.c.email, _tokens.c.shown))
     for token_id, owner, email, shown in found.all():
-        subject = (split_person_id(owner) or ("", owner))[1]
+        subject = (_split_person_id(owner) or ("", owner))[1]
         names = [subject] + ([email] if email and email != subject else [])
         values = {"names": json.dumps(names), "owner": shown or subject}
         conn.execute(sa.update(_tokens).where(_tokens.c.id == token_id).values(**values))
@@ -151,7 +167,7 @@ def downgrade() -> None:
         name = (
             row["name"]
             if row["kind"] == "email"
-            else (split_person_id(row["name"]) or ("", row["name"]))[1]
+            else (_split_person_id(row["name"]) or ("", row["name"]))[1]
         )
         conn.execute(
             sa.delete(_members).where(

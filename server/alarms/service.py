@@ -1,12 +1,13 @@
-"""The alarm service: the alarm path, one way — evaluation (`evaluation.py`, each stream in step
-order by `streams.py`) → recording (`recording.py`: alerts and their outbox messages) → delivery
-(`delivery.py`, on its own thread). Nothing downstream writes back upstream: evaluation decides
-the alert ids, recording only reads what it is handed and appends to the outbox, and delivery
-reads the outbox and writes only its own record (`alarm_deliveries`).
+"""The alarm service: the alarm path, one way — evaluation (`evaluating/evaluation.py`, each
+stream in step order by `evaluating/streams.py`) → recording (`recording/recorder.py`: alerts and
+their outbox messages) → delivery (`delivering/delivery.py`, on its own thread). Nothing
+downstream writes back upstream: evaluation decides the alert ids, recording only reads what it
+is handed and appends to the outbox, and delivery reads the outbox and writes only its own record
+(`server/storage/alarms/deliveries.py`).
 
 How the work is shared — one process owning a DuckDB file, or replicas sharing PostgreSQL — is
-the business of the turns (`turns.py`); this service takes a turn on the streams a batch touches,
-evaluates and records inside it. The timer-driven checks (stalled runs, no data) take turns
+the business of the turns (`evaluating/turns.py`); this service takes a turn on the streams a batch
+touches, evaluates and records inside it. The timer-driven checks (stalled runs, no data) take turns
 without waiting.
 """
 

@@ -1,7 +1,7 @@
 """Alarm persistence as the alarm services use it: rules, receivers, silences, alerts and states,
-each read or written in a transaction of its own. The SQL lives in storage (`alarm_config`,
-`alarm_alerts`, `alarm_states`, `alarm_outbox`); here a missing id becomes the one `NotFound`
-every caller answers with.
+each read or written in a transaction of its own. The SQL lives in storage's alarm room
+(`server/storage/alarms/`: config, alerts, states, outbox); here a missing id becomes the one
+`NotFound` every caller answers with.
 """
 
 from __future__ import annotations

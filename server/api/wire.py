@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from collectors._version import CLIENT_HEADER, DISTRIBUTION, WIRE_HEADER, WIRE_VERSION, __version__
+from collectors.wire import CLIENT_HEADER, DISTRIBUTION, WIRE_HEADER, WIRE_VERSION, __version__
 from server.errors import WireVersion
 
 SPOKEN: tuple[int, ...] = (1, WIRE_VERSION)

@@ -10,6 +10,8 @@ import typer
 
 from server.config import DEFAULT_DB, DEFAULT_PORT
 from server.identity import local_file
+from server.storage.db import Database
+from server.storage.schema import migrate
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
@@ -158,3 +160,17 @@ def holder(db: str) -> str:
         "as the user who started it, no token is needed; `mismatch signin --url "
         f"{found.url}` signs the browser in)"
     )
+
+
+def open_database(db: str) -> Database:
+    """The database at `db`, its schema brought up to date; a database a running server holds
+    (DuckDB's lock) fails with the way to reach that server instead."""
+    database = Database(db)
+    try:
+        migrate.upgrade(database)
+    except Exception as exc:
+        database.dispose()
+        if "lock" in str(exc).lower():
+            fail(holder(db))
+        fail(f"cannot open {db}: {exc}")
+    return database

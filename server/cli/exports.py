@@ -18,8 +18,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 import typer
 
-from collectors._read import frames
-from collectors._read.client import Api, ApiError
+from collectors.read import Api, ApiError, values_schema, write_atomically, write_text_atomically
 from server.cli.common import DEFAULT_DB, fail
 from server.domain.reads.scope import ReadScope
 from server.errors import MonitorError
@@ -128,12 +127,12 @@ def export_runs(
         folder = out / run_project / run_id
         total, batches = source.values(run_id, run_project, ask)
         with typer.progressbar(length=max(total, 1), label=f"{run_project}/{run_id}") as bar:
-            rows = frames.write_atomically(
-                batches, folder / f"values{SUFFIX[fmt]}", fmt, frames.schema(), _Advance(bar)
+            rows = write_atomically(
+                batches, folder / f"values{SUFFIX[fmt]}", fmt, values_schema(), _Advance(bar)
             )
         detail = source.detail(run_id, run_project)
         detail["export"] = {**ask, "format": fmt, "values": rows}
-        frames.write_text_atomically(
+        write_text_atomically(
             json.dumps(detail, indent=2, allow_nan=True, default=str), folder / "run.json"
         )
     return len(chosen)

@@ -1,14 +1,22 @@
 """The options every `mismatch import` command shares, declared once: where the runs go
 (project, server or database), how their names are read (framework, metric map) and what the
-import says of them (name, labels, GPU), and whether their alerts are sent."""
+import says of them (name, labels, GPU), and whether their alerts are sent.
+
+`ImportOptions` holds them, one field per option with its `Annotated` alias; `shared_options`
+turns its fields into the parameters a command lists after its source's own, so every command
+offers the same options, in the same order, with the same help."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import typing
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 
-from server.cli.common import DEFAULT_DB
+from server.cli.common import DEFAULT_DB, MaybeUrlOpt
 
 ProjectOpt = Annotated[
     str | None,
@@ -93,3 +101,38 @@ NotifyOpt = Annotated[
         "(by default they are recorded and shown, and nobody is paged for a run's past)",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What an import command was told besides where its source is, as given on the command
+    line; the fields are its options, in the order its help lists them."""
+
+    project: ProjectOpt = None
+    framework: FrameworkOpt = None
+    framework_version: FrameworkVersionOpt = None
+    gpu: GpuOpt = None
+    label: LabelOpt = None
+    metric_map: MapOpt = None
+    as_run: AsRunOpt = None
+    name: NameOpt = None
+    full: FullOpt = False
+    notify: NotifyOpt = False
+    url: MaybeUrlOpt = None
+    token: ImportTokenOpt = None
+    db: ImportDbOpt = None
+
+
+def shared_options() -> list[inspect.Parameter]:
+    """The fields of `ImportOptions` as a command's keyword parameters (Typer reads a
+    command's options from its signature)."""
+    hints = typing.get_type_hints(ImportOptions, include_extras=True)
+    return [
+        inspect.Parameter(
+            field.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=hints[field.name],
+            default=field.default,
+        )
+        for field in dataclasses.fields(ImportOptions)
+    ]

@@ -13,30 +13,19 @@ interrupted import resumes where it stopped when run again and a finished one ad
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from collectors._metric_map import parse as parse_map
-from server.cli.common import DEFAULT_DB, MaybeUrlOpt, fail
+from collectors.adapters import parse_metric_map
+from server.cli.common import DEFAULT_DB, fail
 from server.cli.import_check import check
-from server.cli.import_options import (
-    AsRunOpt,
-    FrameworkOpt,
-    FrameworkVersionOpt,
-    FullOpt,
-    GpuOpt,
-    ImportDbOpt,
-    ImportTokenOpt,
-    LabelOpt,
-    MapOpt,
-    NameOpt,
-    NotifyOpt,
-    ProjectOpt,
-)
+from server.cli.import_options import ImportOptions, shared_options
 from server.identity import local_file
 from server.importers import mlflow as mlflow_source
 from server.importers import tensorboard as tensorboard_source
@@ -61,6 +50,11 @@ imports = typer.Typer(
 )
 
 
+Reader = Callable[[], list[SourceRun]]
+"""Reads a command's source whole: its runs, or `ImportFailed` naming what is wrong."""
+SHARED = tuple(field.name for field in dataclasses.fields(ImportOptions))
+
+
 @dataclass(frozen=True)
 class Target:
     """Where the runs go: a running server (`url`, `token`) or, without one, database `db`;
@@ -72,11 +66,10 @@ class Target:
     notify: bool = False
 
 
-def _target(
-    ctx: typer.Context, db: str | None, url: str | None, token: str | None, notify: bool = False
-) -> Target:
+def _target(ctx: typer.Context, given: ImportOptions) -> Target:
     """`--url` or `--db`, never both. Given on the command line, either wins over the other
     from the environment (MISMATCH_URL, MISMATCH_DB); both from the same place is an error."""
+    db, url, token = given.db, given.url, given.token
     if url and db:
         url_from, db_from = ctx.get_parameter_source("url"), ctx.get_parameter_source("db")
         if url_from == db_from:
@@ -89,7 +82,7 @@ def _target(
         else:
             db = None
     if url:
-        return Target(DEFAULT_DB, url.strip(), token, notify)
+        return Target(DEFAULT_DB, url.strip(), token, given.notify)
     token_from = ctx.get_parameter_source("token")
     if token and token_from is not None and token_from.name == "COMMANDLINE":
         fail("--token goes with --url: a direct --db import needs no token")
@@ -108,43 +101,32 @@ def _labels(pairs: list[str] | None) -> dict[str, str]:
 
 def _metric_map(pairs: list[str] | None) -> dict[str, str]:
     try:
-        return parse_map(pairs or [])
+        return parse_metric_map(pairs or [])
     except ValueError as exc:
         fail(f"--map {exc}")
 
 
-def _run(
-    read: Callable[[], list[SourceRun]],
-    *,
-    target: Target,
-    project: str | None,
-    framework: str | None,
-    framework_version: str | None,
-    gpu: str | None,
-    label: list[str] | None,
-    metric_map: list[str] | None,
-    as_run: str | None,
-    full: bool,
-    name: str | None = None,
-) -> None:
-    """Read and check every source run, then store them all; print the summary."""
-    labels = _labels(label)
-    user_map = _metric_map(metric_map)
+def run_import(read: Reader, given: ImportOptions, ctx: typer.Context) -> None:
+    """Read and check every source run, then store them all where `given` says; print the
+    summary."""
+    target = _target(ctx, given)
+    labels = _labels(given.label)
+    user_map = _metric_map(given.metric_map)
     try:
         options = Options(
-            project=project,
-            framework=check_framework(framework),
-            framework_version=framework_version,
-            gpu=gpu,
+            project=given.project,
+            framework=check_framework(given.framework),
+            framework_version=given.framework_version,
+            gpu=given.gpu,
             labels=labels,
-            run_id=as_run,
+            run_id=given.as_run,
             metric_map=user_map,
-            name=name,
+            name=given.name,
         )
         sources = read()
-        if as_run is not None and len(sources) != 1:
+        if given.as_run is not None and len(sources) != 1:
             raise ImportFailed(f"--as-run names one run; the source holds {len(sources)}")
-        if name is not None and len(sources) != 1:
+        if given.name is not None and len(sources) != 1:
             raise ImportFailed(f"--name names one run; the source holds {len(sources)}")
         plans = [plan_run(source, options) for source in sources]
         check(plans)
@@ -152,12 +134,37 @@ def _run(
         fail(exc.message)
     except UnicodeError as exc:  # the readers name the file and line; this is the backstop
         fail(f"a source holds text that is not UTF-8 ({exc}); nothing was imported")
+    full = given.full
     summary = _send(plans, target, full) if target.url else _write(plans, target.db, full)
     for plan in plans:
         for line in plan.report():
             typer.echo(line)
     for line in summary.lines():
         typer.echo(line)
+
+
+def import_command(name: str) -> Callable[[Callable[..., Reader]], Callable[..., None]]:
+    """Make the decorated function `mismatch import NAME`. It takes its source's own arguments
+    and options and returns the source's `Reader`; the command takes those, then the options
+    every import shares (`ImportOptions`), and runs the import. Its docstring is the help."""
+
+    def register(source: Callable[..., Reader]) -> Callable[..., None]:
+        def command(ctx: typer.Context, **given: Any) -> None:
+            shared = ImportOptions(**{option: given.pop(option) for option in SHARED})
+            run_import(source(**given), shared, ctx)
+
+        own = inspect.signature(source, eval_str=True).parameters.values()
+        context = inspect.Parameter(
+            "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+        )
+        command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [context, *own, *shared_options()]
+        )
+        command.__doc__ = source.__doc__
+        imports.command(name)(command)
+        return command
+
+    return register
 
 
 def _store(plans: list[RunPlan], into: Writer | Sender, full: bool) -> None:
@@ -206,47 +213,20 @@ def _write(plans: list[RunPlan], db: str, full: bool) -> Summary:
     return writer.summary
 
 
-@imports.command("tensorboard")
+@import_command("tensorboard")
 def tensorboard(
-    ctx: typer.Context,
     dirs: Annotated[
         list[Path],
         typer.Argument(help="Run directories, log directories holding runs, or event files"),
     ],
-    project: ProjectOpt = None,
-    framework: FrameworkOpt = None,
-    framework_version: FrameworkVersionOpt = None,
-    gpu: GpuOpt = None,
-    label: LabelOpt = None,
-    metric_map: MapOpt = None,
-    as_run: AsRunOpt = None,
-    name: NameOpt = None,
-    full: FullOpt = False,
-    notify: NotifyOpt = False,
-    url: MaybeUrlOpt = None,
-    token: ImportTokenOpt = None,
-    db: ImportDbOpt = None,
-) -> None:
+) -> Reader:
     """Import TensorBoard event files: each directory holding event files is a run; its
     hparams (add_hparams) become the run's config."""
-    _run(
-        lambda: tensorboard_source.read(dirs),
-        target=_target(ctx, db, url, token, notify),
-        project=project,
-        framework=framework,
-        framework_version=framework_version,
-        gpu=gpu,
-        label=label,
-        metric_map=metric_map,
-        as_run=as_run,
-        full=full,
-        name=name,
-    )
+    return lambda: tensorboard_source.read(dirs)
 
 
-@imports.command("mlflow")
+@import_command("mlflow")
 def mlflow(
-    ctx: typer.Context,
     tracking_uri: Annotated[
         str, typer.Option("--tracking-uri", help="e.g. sqlite:///mlflow.db or http://mlflow:5000")
     ],
@@ -254,39 +234,13 @@ def mlflow(
         str | None, typer.Option(help="Only this experiment (name or id)")
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this MLflow run")] = None,
-    project: ProjectOpt = None,
-    framework: FrameworkOpt = None,
-    framework_version: FrameworkVersionOpt = None,
-    gpu: GpuOpt = None,
-    label: LabelOpt = None,
-    metric_map: MapOpt = None,
-    as_run: AsRunOpt = None,
-    name: NameOpt = None,
-    full: FullOpt = False,
-    notify: NotifyOpt = False,
-    url: MaybeUrlOpt = None,
-    token: ImportTokenOpt = None,
-    db: ImportDbOpt = None,
-) -> None:
+) -> Reader:
     """Import MLflow runs: every metric's full history; params become the run's config."""
-    _run(
-        lambda: mlflow_source.read(tracking_uri, experiment=experiment, run_id=run_id),
-        target=_target(ctx, db, url, token, notify),
-        project=project,
-        framework=framework,
-        framework_version=framework_version,
-        gpu=gpu,
-        label=label,
-        metric_map=metric_map,
-        as_run=as_run,
-        full=full,
-        name=name,
-    )
+    return lambda: mlflow_source.read(tracking_uri, experiment=experiment, run_id=run_id)
 
 
-@imports.command("wandb")
+@import_command("wandb")
 def wandb(
-    ctx: typer.Context,
     files: Annotated[
         list[Path], typer.Argument(help="History exports (CSV or Parquet), one run each")
     ],
@@ -296,20 +250,7 @@ def wandb(
             help="The run's config.yaml (from its W&B files) or a JSON object; with one file only"
         ),
     ] = None,
-    project: ProjectOpt = None,
-    framework: FrameworkOpt = None,
-    framework_version: FrameworkVersionOpt = None,
-    gpu: GpuOpt = None,
-    label: LabelOpt = None,
-    metric_map: MapOpt = None,
-    as_run: AsRunOpt = None,
-    name: NameOpt = None,
-    full: FullOpt = False,
-    notify: NotifyOpt = False,
-    url: MaybeUrlOpt = None,
-    token: ImportTokenOpt = None,
-    db: ImportDbOpt = None,
-) -> None:
+) -> Reader:
     """Import W&B run history exports (run.history() written as CSV or Parquet)."""
 
     def read() -> list[SourceRun]:
@@ -317,19 +258,7 @@ def wandb(
             raise ImportFailed("--config belongs to one run: give one file with it")
         return [wandb_source.read(f, config=config) for f in files]
 
-    _run(
-        read,
-        target=_target(ctx, db, url, token, notify),
-        project=project,
-        framework=framework,
-        framework_version=framework_version,
-        gpu=gpu,
-        label=label,
-        metric_map=metric_map,
-        as_run=as_run,
-        full=full,
-        name=name,
-    )
+    return read
 
 
 def register(app: typer.Typer) -> None:

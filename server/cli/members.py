@@ -12,12 +12,19 @@ from typing import Annotated, Any
 
 import typer
 
-from server.cli.common import DEFAULT_DB, DbOpt, MaybeUrlOpt, TokenOpt, api, fail, holder
+from server.cli.common import (
+    DEFAULT_DB,
+    DbOpt,
+    MaybeUrlOpt,
+    TokenOpt,
+    api,
+    fail,
+    open_database,
+)
 from server.domain.identity import MEMBER_KINDS, ROLES
 from server.errors import MonitorError
 from server.identity.members import Members
 from server.storage.db import Database
-from server.storage.schema import migrate as migrations
 
 members = typer.Typer(
     help="Map users, verified e-mail addresses and groups (OIDC or auth proxy) to projects "
@@ -36,14 +43,7 @@ ProjectOpt = Annotated[str, typer.Option(help="The project ('*' with admin: a se
 
 
 def _open(db: str) -> tuple[Database, Members]:
-    database = Database(db)
-    try:
-        migrations.upgrade(database)
-    except Exception as exc:
-        database.dispose()
-        if "lock" in str(exc).lower():
-            fail(holder(db))
-        fail(f"cannot open {db}: {exc}")
+    database = open_database(db)
     return database, Members(database)
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from collectors._parity import (
+from collectors.parity_check import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_MAX_ABS_RATIO_DEV_1E4,
     DEFAULT_MAX_K3,
@@ -219,7 +219,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def _run(model: Path, **kwargs: object) -> ParityReport:
-    from collectors._parity import parity
+    from collectors.parity_check import parity
 
     if not (model / "config.json").is_file():
         fail(f"{model}: not a Hugging Face model directory (no config.json)")

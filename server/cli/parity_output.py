@@ -14,7 +14,7 @@ import math
 import textwrap
 from typing import Any
 
-from collectors._parity import GateResult, ParityReport
+from collectors.parity_check import GateResult, ParityReport
 from server.domain.parity import PARITY_KEYS, flatten, why
 
 HEADLINE = (

@@ -19,9 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from collectors._dead import DIRECTORY as DEAD_LETTERS
-from collectors._http import Answer, HttpTransport
-from collectors._spool import read_batches, spool_file
+from collectors.wire import DEAD_LETTERS, Answer, HttpTransport, read_batches, spool_file
 from server.cli.common import DEFAULT_URL, UrlOpt, fail
 
 ATTEMPTS = 5  # per batch, for answers that say "later" (429, 503, no connection)

@@ -20,8 +20,8 @@ from server.cli.common import (
     TokenOpt,
     api,
     fail,
-    holder,
     local_call,
+    open_database,
 )
 from server.domain.scopes import SCOPES
 from server.errors import MonitorError
@@ -30,20 +30,12 @@ from server.identity.members import Members
 from server.identity.personal_tokens import PersonalTokens, is_personal
 from server.services.tokens import TokenService
 from server.storage.db import Database
-from server.storage.schema import migrate as migrations
 
 tokens = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 
 
 def _open(db: str) -> tuple[Database, TokenService]:
-    database = Database(db)
-    try:
-        migrations.upgrade(database)
-    except Exception as exc:
-        database.dispose()
-        if "lock" in str(exc).lower():
-            fail(holder(db))
-        fail(f"cannot open {db}: {exc}")
+    database = open_database(db)
     return database, TokenService(database)
 
 

@@ -11,12 +11,12 @@ from server.domain import signal_views, signals
 METRIC_MAP_KEY = "metric_map"
 """The run-config entry where a collector (`metric_map=`) or an import (`--map`) records the
 names a user put under canonical ones: the collectors write it under this same name
-(`collectors._metric_map.CONFIG_KEY`; a test keeps the two equal), the run page shows it."""
+(`collectors.adapters.METRIC_MAP_KEY`; a test keeps the two equal), the run page shows it."""
 
 
 def split_dimension(name: str) -> tuple[str, dict[str, str]]:
     """A stored name and its dimensions: `k3_kl{env=gsm8k}` is `k3_kl` with env=gsm8k (the
-    collectors write it so, `collectors._vocabulary.dimensioned`; a test keeps the two equal).
+    collectors write it so, `collectors.wire.dimensioned`; a test keeps the two equal).
     A name without dimensions comes back as it is, with none."""
     if not name.endswith("}") or "{" not in name:
         return name, {}

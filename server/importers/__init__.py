@@ -3,7 +3,7 @@
 Each source module reads its files or store into `SourceRun`s (pure data: config, step → name →
 value, step → wall time, what was skipped and why) and raises `SourceError` naming the file when
 the source is truncated or corrupt — before anything is written. `core` maps the names through
-the framework adapters (`collectors._adapters`, the one table of names) and cuts the run into
+the framework adapters (`collectors.adapters`, the one table of names) and cuts the run into
 ingest batches; the command line checks them against the ingest contract
 (`server.cli.import_check`); `writer` sends them to a server, or hands them as domain records to
 the server's own ingest service, so imported runs are stored, keyed and deduplicated like any

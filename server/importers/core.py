@@ -25,9 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from collectors._adapters import FRAMEWORKS, Rule, lookup, map_metrics
-from collectors._metric_map import CONFIG_KEY as MAP_KEY
-from collectors._metric_map import overlay
+from collectors.adapters import (
+    FRAMEWORKS,
+    METRIC_MAP_KEY,
+    Rule,
+    lookup,
+    map_metrics,
+    overlay_metric_map,
+)
 from server.domain.records import Record, RunUpsert
 from server.importers import hints
 
@@ -120,7 +125,8 @@ class Options:
     labels: Mapping[str, str] = field(default_factory=dict)
     run_id: str | None = None
     metric_map: Mapping[str, str] = field(default_factory=dict)
-    """The user's own names → canonical ones (collectors._metric_map), checked by the caller."""
+    """The user's own names → canonical ones (`collectors.adapters.parse_metric_map`), checked
+    by the caller."""
     name: str | None = None
     """The run's name as lists show it (default: `run_id` when given, else the source's)."""
 
@@ -353,12 +359,13 @@ def _user_mapping(
     framework: str | None, values: Mapping[str, float], metric_map: Mapping[str, str]
 ) -> list[tuple[str, str, Rule | None]]:
     """`_mapping` with the user's metric map (which may be empty): its sources go to the names it
-    gives, the rest through the framework's table or as they are; `overlay` settles who wins."""
+    gives, the rest through the framework's table or as they are; `overlay_metric_map` settles
+    who wins."""
     rest = {name: value for name, value in values.items() if name not in metric_map}
     plan = _mapping(framework, rest) if framework is not None else [(n, n, None) for n in rest]
     routes = {target: (name, rule) for target, name, rule in plan}
     origin = {target: name for target, name, _ in plan if target != name}
-    routes, _ = overlay(metric_map, list(values), routes, origin, lambda name: (name, None))
+    routes, _ = overlay_metric_map(metric_map, list(values), routes, origin, lambda n: (n, None))
     return [(target, name, rule) for target, (name, rule) in routes.items()]
 
 
@@ -370,7 +377,7 @@ def _upsert(
     if framework is not None:
         config["framework"] = {"name": framework, "version": options.framework_version}
     if options.metric_map:
-        config[MAP_KEY] = dict(options.metric_map)
+        config[METRIC_MAP_KEY] = dict(options.metric_map)
     # A post-mortem imports a run that has ended; "finished" keeps it out of the live views.
     run: dict[str, Any] = {
         "id": run_id,

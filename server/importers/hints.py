@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from collectors._adapters import FRAMEWORKS, detect, lookup
+from collectors.adapters import detect
 from server.domain.signals import SIGNALS
 
 _RANK = {signal.metric: i for i, signal in enumerate(SIGNALS)}
@@ -79,33 +79,13 @@ def _quoted(text: str) -> str:
     return shlex.quote(text)
 
 
-def detect_framework(names: Iterable[str]) -> tuple[str | None, list[str]]:
-    """The framework whose table knows the run's names best, and the runners-up at its score.
-
-    Each known name counts 1/k for each of the k frameworks that know it, so a name every
-    trainer logs (`loss`, `entropy`) decides nothing and a framework's own names decide. None
-    when no framework knows a name, or when two tie (they are returned for the message)."""
-    own = detect(names := list(names))  # a framework's own names decide first
-    if own is not None:
-        return own, []
-    scores = dict.fromkeys(FRAMEWORKS, 0.0)
-    for name in set(names):
-        knowing = [fw for fw in FRAMEWORKS if lookup(fw, name)]
-        for fw in knowing:
-            scores[fw] += 1 / len(knowing)
-    best = max(scores.values())
-    if best <= 0:
-        return None, []
-    top = [fw for fw, score in scores.items() if abs(score - best) < 1e-9]
-    return (top[0], []) if len(top) == 1 else (None, top)
-
-
 def resolve_framework(names: Iterable[str], framework: str | None) -> tuple[str | None, str]:
     """The framework a run's names go through, and for "auto" (`--framework auto`) a note of
-    what was decided from its names."""
+    what was decided from its names (`collectors.adapters.detect`: a framework's own names
+    first, then every name it knows, a name k frameworks know counting 1/k)."""
     if framework != "auto":
         return framework, ""
-    found, tied = detect_framework(names)
+    found, tied = detect(names)
     if found is not None:
         return found, f"framework {found} (told from its names)"
     if tied:

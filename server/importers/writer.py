@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import httpx
 
-from collectors._http import CLIENT_HEADERS
+from collectors.wire import CLIENT_HEADERS
 from server.alarms.configuring.defaults import seed_defaults
 from server.alarms.store import AlarmStore
 from server.auth import Principal

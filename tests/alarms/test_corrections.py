@@ -266,7 +266,7 @@ def test_per_environment_mismatch_is_one_metric_drawn_and_watched_per_environmen
 
 
 def test_the_collectors_and_the_server_spell_a_dimension_alike() -> None:
-    from collectors._vocabulary import ENVIRONMENT, dimensioned
+    from collectors.wire import ENVIRONMENT, dimensioned
     from server.domain.metrics import split_dimension, with_dimensions
 
     name = dimensioned("k3_kl", ENVIRONMENT, "gsm8k")

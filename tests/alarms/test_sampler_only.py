@@ -11,10 +11,13 @@ from hypothesis import strategies as st
 
 from server.alarms.configuring.defaults import DEFAULT_RULES
 from server.alarms.evaluating.evaluation import Evaluator
+from server.auth import OPEN
 from server.domain.alarms import Rule
 from server.domain.records import StoredRecord
 from server.domain.sampler import SAMPLER_ONLY_LABEL, derived_labels, sampler_only
-from tests.factories import record, run_upsert
+from server.services.ingest import IngestService
+from tests.factories import ingest_batch, record, run_upsert
+from tests.stored_runs import run_labels as stored_labels
 
 PENALTY = {SAMPLER_ONLY_LABEL: "repetition_penalty=1.1"}
 NEUTRAL = {
@@ -150,6 +153,31 @@ def test_the_server_labels_a_run_from_its_config_and_keeps_the_label_its_own(
     assert listed == []
 
 
+def test_the_label_survives_a_config_update_that_adds_other_keys(migrated_db: Any) -> None:
+    """A run's config arrives in pieces (the trainer's arguments, then the engine's), merged by
+    top-level key: the label is read from the whole merged config, so a piece without sampling
+    settings keeps it, and a piece that changes how a recorded setting counts changes it."""
+    ingest = IngestService(migrated_db)
+
+    def labels_after(config: dict[str, Any]) -> dict[str, str]:
+        run = {"id": "r", "project": "p", "config": config}
+        ingest.ingest(ingest_batch({"run": run, "records": []}), OPEN)
+        with migrated_db.read() as conn:
+            ((_, labels),) = stored_labels(conn)
+        return labels
+
+    assert labels_after({"trl": {"repetition_penalty": 1.1, "temperature": 0.7}}) == PENALTY
+    assert labels_after({"engine": {"name": "vllm", "enforce_eager": True}}) == PENALTY
+    # The engine's raw logprobs make the trainer's recorded temperature sampler-only too …
+    raw = {SAMPLER_ONLY_LABEL: "repetition_penalty=1.1, temperature=0.7"}
+    assert labels_after({"engine": {"logprobs_mode": "raw_logprobs"}}) == raw
+    assert labels_after({"lr": 1e-6}) == raw
+    # … until a later piece says processed ones, and the penalty taken back leaves none.
+    assert labels_after({"engine": {"logprobs_mode": "processed_logprobs"}}) == PENALTY
+    assert labels_after({"trl": {"repetition_penalty": 1.0, "temperature": 0.7}}) == {}
+    assert labels_after({"eval": {"top_k": 20}}) == {}
+
+
 def test_a_trl_run_with_a_recorded_penalty_alerts_by_step_3_naming_the_setting_and_signal(
     server_factory: Any,
 ) -> None:
@@ -253,7 +281,29 @@ def test_what_the_rollout_collector_records_of_sampling_is_what_the_server_reads
     vLLM's own neutral values (top_k −1, min_p 0) only the penalty is named."""
     from types import SimpleNamespace
 
-    from collectors._vllm import sampling_summary
+    from collectors import RolloutCollector
+
+    class Recorded:
+        """A run that keeps the engine config the collector posts."""
+
+        def __init__(self) -> None:
+            self.engine: dict[str, Any] = {}
+
+        def update_config(self, config: Any) -> bool:
+            self.engine = config["engine"]
+            return True
+
+        def log_metrics(self, *args: Any, **kwargs: Any) -> bool:
+            return True
+
+        def annotate(self, *args: Any, **kwargs: Any) -> bool:
+            return True
+
+    def posted(logprobs_mode: str) -> dict[str, Any]:
+        run = Recorded()
+        override = {"logprobs_mode": logprobs_mode}
+        RolloutCollector(run, None, sampling_params=params, engine_config_override=override)
+        return run.engine
 
     params = SimpleNamespace(
         temperature=0.7,
@@ -266,7 +316,6 @@ def test_what_the_rollout_collector_records_of_sampling_is_what_the_server_reads
         max_tokens=64,
         n=2,
     )
-    engine = {"logprobs_mode": "processed_logprobs", "sampling": sampling_summary(params)}
-    assert sampler_only({"engine": engine}) == ["presence_penalty=0.5"]
-    engine["logprobs_mode"] = "raw_logprobs"  # the rollout reports pre-temperature logprobs
-    assert sampler_only({"engine": engine}) == ["temperature=0.7", "presence_penalty=0.5"]
+    assert sampler_only({"engine": posted("processed_logprobs")}) == ["presence_penalty=0.5"]
+    raw = posted("raw_logprobs")  # the rollout reports pre-temperature logprobs
+    assert sampler_only({"engine": raw}) == ["temperature=0.7", "presence_penalty=0.5"]

@@ -5,6 +5,8 @@ each framework's source does and comparing with the float64 reference in referen
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,29 +15,24 @@ from typing import Any
 import numpy as np
 import pytest
 
-from collectors._adapters import (
-    FRAMEWORKS,
-    VARIANT_SEP,
-    areal,
-    detect,
-    lookup,
-    map_metrics,
-    ms_swift,
-    nemo_rl,
-    openrlhf,
-    prime_rl,
-    rlinf,
-    roll,
-    skyrl,
-    slime,
-    trl,
-    verl,
-)
+import collectors._adapters
+from collectors._adapters import FRAMEWORKS, VARIANT_SEP, Detected, detect, lookup, map_metrics
+from collectors._adapters._detect import pick
+from collectors._adapters._rules import Rule, Table
 from collectors._vocabulary import PASSED_THROUGH, ROUTING
 from tests.collectors.reference import reference
 
-MODULES = (verl, trl, nemo_rl, openrlhf, slime, ms_swift, skyrl, areal, roll, prime_rl, rlinf)
-TABLES = {m.TABLE.framework: m.TABLE for m in MODULES}
+
+def _tables_on_disk() -> dict[str, Table]:
+    """The table of every framework module in the adapters' package, found by listing the
+    package's files (not from the package's own list of tables, which this checks)."""
+    package = collectors._adapters
+    modules = [m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")]
+    tables = (importlib.import_module(f"{package.__name__}.{m}").TABLE for m in modules)
+    return {t.framework: t for t in tables}
+
+
+TABLES = _tables_on_disk()
 TRAINING_SIGNALS = ("verl", "trl", "nemo-rl", "openrlhf", "slime", "ms-swift")
 """The frameworks whose tables also map the training signals (loss, grad norm, reward,
 response length, entropy); the others map their mismatch and correction metrics."""
@@ -742,20 +739,58 @@ def test_adapters_import_only_the_standard_library() -> None:
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_frameworks_own_names_are_recognised_as_its_own(framework: str) -> None:
-    assert detect(NAMES[framework]) == framework
-    assert detect([*NAMES[framework], "loss", "grad_norm", "my_metric"]) == framework
+    assert detect(NAMES[framework]) == Detected(framework)
+    assert detect([*NAMES[framework], "loss", "grad_norm", "my_metric"]) == Detected(framework)
 
 
-def test_names_every_table_or_no_table_knows_recognise_no_framework() -> None:
-    assert detect(["loss", "grad_norm", "my_metric"]) is None
-    assert detect([]) is None
+def test_names_several_tables_or_no_table_know_recognise_no_framework() -> None:
+    # loss: TRL, NeMo-RL, ms-swift; grad_norm: the same three and AReaL
+    tied = ("trl", "nemo-rl", "ms-swift")
+    assert detect(["loss", "grad_norm", "my_metric"]) == Detected(None, tied)
+    assert detect(["my_metric"]) == Detected(None)
+    assert detect([]) == Detected(None)
 
 
-def test_a_tie_between_two_frameworks_recognises_neither() -> None:
-    assert detect(["mismatch_kl/all/mean", "policy/rollout_train_logprobs_abs_diff_mean"]) is None
+def test_a_tie_between_two_frameworks_recognises_neither_and_names_both() -> None:
+    names = ["mismatch_kl/all/mean", "policy/rollout_train_logprobs_abs_diff_mean"]
+    assert detect(names) == Detected(None, ("skyrl", "prime-rl"))
 
 
 def test_a_prefixed_name_is_recognised_as_its_table_finds_it() -> None:
-    assert detect(["ppo_actor/update/behave_imp_weight/avg"]) == "areal"
-    assert detect(["behave_imp_weight/avg"]) == "areal"
-    assert detect(["train/gen_kl_error"]) == "nemo-rl"
+    assert detect(["ppo_actor/update/behave_imp_weight/avg"]) == Detected("areal")
+    assert detect(["behave_imp_weight/avg"]) == Detected("areal")
+    assert detect(["train/gen_kl_error"]) == Detected("nemo-rl")
+
+
+def test_a_shared_name_only_one_table_finds_under_its_prefix_recognises_that_table() -> None:
+    # grad_norm is in four tables, none owns it; under AReaL's logger prefix only AReaL's finds it
+    assert detect(["ppo_actor/grad_norm"]) == Detected("areal")
+
+
+_RULE = (Rule("k1_kl"),)
+_SMALL = (
+    Table("a", {"a1": _RULE, "ab": _RULE, "ac": _RULE, "abc": _RULE}),
+    Table("b", {"b1": _RULE, "ab": _RULE, "abc": _RULE}),
+    Table("c", {"ac": _RULE, "abc": _RULE}, prefixes=("c/",)),
+)
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["a1", "ab", "abc"], Detected("a")),  # an own name decides
+        (["c/ab"], Detected(None)),  # c's prefix is its own: a and b do not strip it
+        (["a1", "b1", "ab"], Detected(None, ("a", "b"))),  # own names tie, shares too: 3/2 each
+        (["a1", "b1", "ac"], Detected("a")),  # own names tie; a: 1 + 1/2, b: 1, c: 1/2
+        (["a1", "b1", "c/ac", "c/abc"], Detected("c")),  # own names tie; then c: 2, a: 1, b: 1
+        (["ab", "abc"], Detected(None, ("a", "b"))),  # a, b: 1/2 + 1/3; c: 1/3
+        (["ac", "abc"], Detected(None, ("a", "c"))),
+        (["ac", "ab", "abc"], Detected("a")),  # a: 1/2 + 1/2 + 1/3
+        (["abc"], Detected(None, ("a", "b", "c"))),
+        (["c/ac", "abc"], Detected("c")),  # c: 1 + 1/3, under its prefix only c knows ac
+    ],
+)
+def test_own_names_decide_then_every_known_name_counts_one_over_the_tables_that_know_it(
+    names: list[str], expected: Detected
+) -> None:
+    assert pick(names, _SMALL) == expected

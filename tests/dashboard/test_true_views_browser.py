@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from collectors._adapters import map_metrics
+from collectors.adapters import map_metrics
 from server.domain.signals import ABS_D_TO_K3
 from tests.signal_runs import PLAIN, body, post
 from tests.waiting import wait_for

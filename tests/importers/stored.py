@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,13 @@ def mismatch(*args: str | Path) -> Result:
     return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
-def stored(db_path: Path) -> dict[tuple[str, str], dict[int, float]]:
-    """(run id, metric) → step → value: every value the database holds."""
+Row = tuple[str, str, int, float]
+"""One stored value: (run id, metric, step, value)."""
+
+
+def stored_rows(db_path: Path) -> list[Row]:
+    """Every value the database holds, one row each, in (run, metric, step) order: a step stored
+    twice — twice in one series, or in two series of the same metric — is two rows."""
     database = Database(str(db_path))
     try:
         with database.read() as conn:
@@ -35,14 +41,29 @@ def stored(db_path: Path) -> dict[tuple[str, str], dict[int, float]]:
             ).all()
     finally:
         database.dispose()
+    found = [
+        (str(run_id), str(metric), int(step), float(value)) for run_id, metric, step, value in rows
+    ]
+    return sorted(found, key=lambda row: row[:3])
+
+
+def stored(db_path: Path) -> dict[tuple[str, str], dict[int, float]]:
+    """(run id, metric) → step → value: every value the database holds. A step stored more than
+    once fails the calling test, named: a mapping would keep one of its values and hide the rest
+    (`stored_rows` shows them all)."""
+    rows = stored_rows(db_path)
+    times = Counter((run_id, metric, step) for run_id, metric, step, _ in rows)
+    twice = [key for key, n in times.items() if n > 1]
+    assert not twice, f"{len(twice)} steps stored more than once, e.g. {twice[:3]}"
     out: dict[tuple[str, str], dict[int, float]] = {}
     for run_id, metric, step, value in rows:
-        out.setdefault((run_id, metric), {})[int(step)] = float(value)
+        out.setdefault((run_id, metric), {})[step] = value
     return out
 
 
 def count(db_path: Path) -> int:
-    return sum(len(v) for v in stored(db_path).values())
+    """How many values the database holds, each stored copy counted."""
+    return len(stored_rows(db_path))
 
 
 def runs(db_path: Path) -> dict[str, dict[str, Any]]:
@@ -82,9 +103,8 @@ def series_of(values: dict[tuple[str, str], dict[int, float]], metric: str) -> d
 
 
 def snapshot(db_path: Path) -> list[tuple[str, str, int, str]]:
-    """Every stored value, comparable with == (NaN as its text, which equals itself)."""
+    """Every stored value, each copy apart, comparable with == (NaN as its text, which equals
+    itself)."""
     return sorted(
-        (run_id, metric, step, repr(value))
-        for (run_id, metric), steps in stored(db_path).items()
-        for step, value in steps.items()
+        (run_id, metric, step, repr(value)) for run_id, metric, step, value in stored_rows(db_path)
     )

@@ -1,12 +1,15 @@
 """Imports are all or nothing: every row, cell count, metric count, name and byte of a source is
 checked before the first write, so a bad file — even one whose only fault is its last row —
-stores nothing, and the command says which file and which line, never with a traceback."""
+stores nothing, and the command says which file and which line, never with a traceback. Every
+run of an import is checked before the first is written: a bad second run stores nothing of
+the first, neither its values nor its run, into a database or through a server."""
 
 from __future__ import annotations
 
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +19,7 @@ from server.importers.core import ImportFailed, Options, plan_run
 from server.importers.writer import Writer
 from server.storage.db import Database
 from server.storage.schema import migrate
-from tests.importers.stored import count, mismatch, stored
+from tests.importers.stored import count, mismatch, runs, stored
 
 LIMIT = 2000  # the ingest contract's metrics per record
 
@@ -152,3 +155,46 @@ def test_a_source_whose_name_is_not_utf8_exits_2_naming_it(tmp_path: Path) -> No
     assert result.exit_code == 2, result.output
     assert "run-\\xff.csv" in result.output and "not UTF-8" in result.output
     assert not db.exists() or count(db) == 0
+
+
+def _event_run(logdir: Path, *, last_step_metrics: int) -> Path:
+    """A TensorBoard run of five steps logging four scalars each, its last step
+    `last_step_metrics` of them."""
+    summary_writer = pytest.importorskip("torch.utils.tensorboard").SummaryWriter
+    writer = summary_writer(str(logdir))
+    for step in range(5):
+        for i in range(4 if step < 4 else last_step_metrics):
+            writer.add_scalar(f"m{i}", 0.5 + step + i, step)
+    writer.close()
+    return logdir
+
+
+def _first_fine_second_over_the_limit(tmp_path: Path) -> tuple[Path, Path]:
+    """Two runs for one import: the first fine, the second with a step over the metric limit,
+    which event files are read without checking (the contract check finds it)."""
+    return (
+        _event_run(tmp_path / "first", last_step_metrics=4),
+        _event_run(tmp_path / "second", last_step_metrics=LIMIT + 1),
+    )
+
+
+def test_a_second_run_the_contract_refuses_stores_nothing_of_the_first(tmp_path: Path) -> None:
+    first, second = _first_fine_second_over_the_limit(tmp_path)
+    db = tmp_path / "m.duckdb"
+    result = mismatch("import", "tensorboard", first, second, "--db", db)
+    assert result.exit_code == 2, result.output
+    assert "run tb-second-" in result.output and "step 4" in result.output
+    assert "at most 2000 metrics" in result.output and "nothing was imported" in result.output
+    assert not db.exists() or (runs(db) == {} and count(db) == 0)
+
+
+def test_a_second_run_the_contract_refuses_sends_nothing_of_the_first(
+    tmp_path: Path, server_factory: Any
+) -> None:
+    first, second = _first_fine_second_over_the_limit(tmp_path)
+    server = server_factory(tmp_path / "served.duckdb")
+    result = mismatch("import", "tensorboard", first, second, "--url", server.url)
+    assert result.exit_code == 2, result.output
+    assert "run tb-second-" in result.output and "step 4" in result.output
+    server.stop()
+    assert runs(Path(server.db)) == {} and count(Path(server.db)) == 0

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from collectors._adapters import map_metrics
+from collectors.adapters import map_metrics
 from server.importers.core import ImportFailed, Options, SourceRun, plan_run, run_id_for
 
 # verl keys that collide on k1_kl (the earlier key in verl's table wins; a key already named

@@ -185,7 +185,7 @@ def test_each_import_command_documents_the_map(source: str) -> None:
 
 
 def test_the_server_reads_the_map_where_the_collectors_record_it() -> None:
-    from collectors._metric_map import CONFIG_KEY
+    from collectors import adapters
     from server.domain.metrics import METRIC_MAP_KEY
 
-    assert METRIC_MAP_KEY == CONFIG_KEY
+    assert METRIC_MAP_KEY == adapters.METRIC_MAP_KEY

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors._adapters import lookup
+from collectors.adapters import lookup
 from server.alarms.configuring.backtest import Backtester
 from server.alarms.configuring.defaults import DEFAULT_RULES
 from server.alarms.store import AlarmStore

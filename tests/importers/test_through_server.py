@@ -20,7 +20,7 @@ from server.importers import wandb as wandb_source
 from server.importers.core import Options, RunPlan, Summary, plan_run
 from server.importers.writer import BATCH_RECORDS, Sender
 from tests.conftest import ServerProcess
-from tests.importers.stored import mismatch, stored
+from tests.importers.stored import mismatch, stored_rows
 from tests.importers.test_wandb import VERL, value, write_csv
 
 Factory = Callable[..., ServerProcess]
@@ -54,11 +54,11 @@ def _expected(steps: int) -> dict[str, list[int]]:
 
 def _steps_of(db: Path, run_id: str) -> dict[str, list[int]]:
     """Metric → every step stored for it, a step stored twice appearing twice."""
-    return {
-        metric: sorted(points)
-        for (run, metric), points in stored(db).items()
-        if run == run_id and metric in VERL
-    }
+    steps: dict[str, list[int]] = {}
+    for run, metric, step, _ in stored_rows(db):
+        if run == run_id and metric in VERL:
+            steps.setdefault(metric, []).append(step)
+    return {metric: sorted(found) for metric, found in steps.items()}
 
 
 def _import(url: str, token: str, csv: Path, *extra: str) -> Any:

@@ -3,8 +3,8 @@ authorization code grant, OpenID Connect's ID token, PKCE required) and served b
 on a loopback port: its login page is a form a browser fills in, its keys are published as a
 JWKS, and nothing outside the machine is reached.
 
-`nonce_override` makes it sign ID tokens with another nonce than the sign-in asked for, which a
-client must refuse.
+`forging` makes it issue ID tokens a client must refuse: with another nonce than the sign-in
+asked for, another audience or issuer, or signed by a key it does not publish.
 """
 
 from __future__ import annotations
@@ -108,8 +108,20 @@ class Provider:
         self.codes: dict[str, Code] = {}
         self.key = RSAKey.generate_key(2048, parameters={"kid": "test-key-1", "use": "sig"})
         self.client = Client(redirect_uris=[])
-        self.nonce_override: str | None = None
+        self.forged: dict[str, Any] = {}  # claims put over the true ones in its ID tokens
+        self.signing_key: RSAKey | None = None  # signs its ID tokens instead of `key`
         self.issuer = ""
+
+    @contextmanager
+    def forging(self, *, signed_by: RSAKey | None = None, **claims: Any) -> Iterator[None]:
+        """ID tokens issued inside carry `claims` over the true ones (another `nonce`, `aud` or
+        `iss`) and, with `signed_by`, are signed by that key under the published key's id:
+        each a token a client must refuse."""
+        self.forged, self.signing_key = dict(claims), signed_by
+        try:
+            yield
+        finally:
+            self.forged, self.signing_key = {}, None
 
     def app(self) -> flask.Flask:
         app = flask.Flask("test-oidc-provider")
@@ -193,7 +205,7 @@ def _openid(provider: Provider) -> type[OpenIDCode]:
             return any(c.nonce == nonce for c in provider.codes.values())
 
         def resolve_client_private_key(self, client: Any) -> Any:
-            return provider.key
+            return provider.signing_key or provider.key
 
         def get_client_algorithm(self, client: Any) -> str:
             return "RS256"
@@ -206,9 +218,7 @@ def _openid(provider: Provider) -> type[OpenIDCode]:
 
         def get_authorization_code_claims(self, authorization_code: Any) -> dict[str, Any]:
             claims: dict[str, Any] = super().get_authorization_code_claims(authorization_code)
-            if provider.nonce_override is not None:
-                claims["nonce"] = provider.nonce_override
-            return claims
+            return {**claims, **provider.forged}  # over the client claims (iss, aud) too
 
         def generate_user_info(self, user: Account, scope: str) -> UserInfo:
             return UserInfo(

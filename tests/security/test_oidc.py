@@ -1,14 +1,18 @@
 """Sign-in through a real OpenID Connect provider (`oidc_provider`: Authlib's authorization
 server on a loopback port): people get exactly their mapped projects in the API, the dashboard
 and /metrics, lose them at their next request when a mapping goes, and a sign-in whose state
-or nonce is not the one this browser started is refused."""
+or nonce is not the one this browser started, or whose ID token names another audience or
+issuer or fails its signature, is refused."""
 
 from __future__ import annotations
 
+import html
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from joserfc.jwk import RSAKey
 
 from dashboard import ids
 from tests import web
@@ -183,18 +187,47 @@ def test_a_state_started_in_another_browser_is_refused(deployment: Deployment) -
         assert answer.status_code == 401 and "mm_session" not in victim.cookies
 
 
-def test_an_id_token_with_another_nonce_is_refused(deployment: Deployment) -> None:
+def _sign_in_with_a_forged_id_token(
+    deployment: Deployment, **forged: Any
+) -> tuple[httpx.Response, bool]:
+    """Alice signs in while the provider forges its ID tokens (`Provider.forging`): the answer
+    to the callback, and whether it left a session cookie."""
     provider = deployment.provider
     assert provider is not None
-    provider.nonce_override = "a-nonce-of-another-sign-in"
-    try:
-        with httpx.Client(base_url=deployment.server.url, timeout=30) as client:
-            start = client.get("/login/oidc", params={"next": "/"})
-            answer = client.get(provider_login(start.headers["location"], "alice"))
-            assert answer.status_code == 401 and "nonce" in answer.text
-            assert "mm_session" not in client.cookies
-    finally:
-        provider.nonce_override = None
+    url = deployment.server.url
+    with provider.forging(**forged), httpx.Client(base_url=url, timeout=30) as client:
+        start = client.get("/login/oidc", params={"next": "/"})
+        answer = client.get(provider_login(start.headers["location"], "alice"))
+        return answer, "mm_session" in client.cookies
+
+
+def test_an_id_token_with_another_nonce_is_refused(deployment: Deployment) -> None:
+    answer, session = _sign_in_with_a_forged_id_token(deployment, nonce="another-sign-in")
+    assert answer.status_code == 401 and not session
+    assert "the ID token was refused: invalid_claim: Invalid claim: 'nonce'" in _refusal(answer)
+
+
+def test_an_id_token_issued_to_another_client_is_refused(deployment: Deployment) -> None:
+    answer, session = _sign_in_with_a_forged_id_token(deployment, aud=["another-client"])
+    assert answer.status_code == 401 and not session
+    assert "the ID token was refused: invalid_claim: Invalid claim: 'aud'" in _refusal(answer)
+
+
+def test_an_id_token_from_another_issuer_is_refused(deployment: Deployment) -> None:
+    answer, session = _sign_in_with_a_forged_id_token(deployment, iss="https://idp.example.org")
+    assert answer.status_code == 401 and not session
+    assert "the ID token was refused: invalid_claim: Invalid claim: 'iss'" in _refusal(answer)
+
+
+def test_an_id_token_signed_by_a_key_the_provider_does_not_publish_is_refused(
+    deployment: Deployment,
+) -> None:
+    """Signed under the id of the provider's published key, by another key: only the signature
+    tells them apart."""
+    other = RSAKey.generate_key(2048, parameters={"kid": "test-key-1", "use": "sig"})
+    answer, session = _sign_in_with_a_forged_id_token(deployment, signed_by=other)
+    assert answer.status_code == 401 and not session
+    assert "the ID token was refused: bad_signature" in _refusal(answer)
 
 
 def test_signing_out_ends_a_persons_session(deployment: Deployment) -> None:
@@ -206,6 +239,11 @@ def test_signing_out_ends_a_persons_session(deployment: Deployment) -> None:
         assert out.status_code == 303
     copy = web.get(url + "/_dash-layout", cookies={"mm_session": cookie}, timeout=30)
     assert copy.status_code == 401
+
+
+def _refusal(page: httpx.Response) -> str:
+    """What the sign-in page says went wrong, as text."""
+    return html.unescape(page.text)
 
 
 def _state(callback_url: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from collectors._transport import HttpTransport
+from collectors.wire import HttpTransport
 from server.api.middleware import BodyLimitMiddleware, InflightBudget
 from server.config import Settings
 from tests import web

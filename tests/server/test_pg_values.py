@@ -1,15 +1,17 @@
 """PostgreSQL's value store (migration 0010, `server/storage/writing/pg_points.py`): a database
-written by the layout before migrates with its data intact and answers every read as before; values
-are written once and never moved; rollups are one row per block, merged in place; a compaction waits
-for the writers of the chunk it seals."""
+written by the layout before migrates with its data intact and answers every read as one written
+now; values are written once and never moved; rollups are one row per block, merged in place; a
+compaction waits for the writers of the chunk it seals.
+
+The database of the layout before is written with the SQL of revision 0009
+(`tests/stored_values.py`), not through today's ingest and compaction."""
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,12 +21,13 @@ import sqlalchemy as sa
 from server.auth import OPEN
 from server.domain.reads.scope import ReadScope
 from server.services.ingest import IngestService
-from server.services.reads.port import Reads
+from server.services.reads import Reads
 from server.storage.db import Database
 from server.storage.schema import migrate
 from server.storage.writing import compaction, pg_points
 from tests.conftest import fresh_pg_database
 from tests.factories import ingest_batch
+from tests.stored_values import StoredRun, store_at_0009
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.postgres
@@ -41,33 +44,12 @@ def pg(postgres_url: str) -> Iterator[Database]:
     db.dispose()
 
 
-def _copy_into_points_hot(
-    conn: Any,
-    db: Database,
-    sids: Sequence[int],
-    steps: Sequence[int],
-    values: Sequence[float],
-    times: Sequence[float],
-) -> None:
-    """How values were written before revision 0010: COPY into the table `points_hot`."""
-    text = {math.inf: "Infinity", -math.inf: "-Infinity"}
-    buf = io.StringIO()
-    for sid, step, value, tm in zip(sids, steps, values, times, strict=True):
-        shown = "NaN" if math.isnan(value) else text.get(value, repr(value))
-        buf.write(f"{sid}\t{step}\t{shown}\t{tm!r}\n")
-    with conn.connection.driver_connection.cursor().copy(
-        "COPY points_hot (series_id, step, value, time) FROM STDIN"
-    ) as copy:
-        copy.write(buf.getvalue())
-
-
-def _compact_before_0010(db: Database) -> None:
-    """How compaction ran before revision 0010: the hot values deleted and inserted again into
-    `points` as a chunk, with a partial rollup row per block and chunk."""
-    with db.maintain() as conn:
-        chunk = int(conn.execute(sa.text("SELECT nextval('chunk_id_seq')")).scalar_one())
-        compaction._move_points(conn, "postgresql", chunk)
-        compaction._move_buckets(conn, chunk)
+@pytest.fixture
+def pg_now(postgres_url: str) -> Iterator[Database]:
+    """A second database, written through today's ingest: what a migrated one must read like."""
+    db = Database(fresh_pg_database(postgres_url))
+    yield db
+    db.dispose()
 
 
 def _values(seed: int) -> np.ndarray:
@@ -77,6 +59,26 @@ def _values(seed: int) -> np.ndarray:
     values[1200] = -np.inf
     values[901] = 3.0  # a one-step spike
     return values
+
+
+RUNS: dict[str, tuple[tuple[tuple[int, str], ...], int]] = {
+    # run: ((first step, GPU) of each hardware segment, seed of its k3_kl values)
+    "on-h20": (((0, H20),), 1),
+    "on-l20": (((0, L20),), 2),
+    "moved": (((0, H20), (600, L20)), 3),  # resumed on other hardware
+}
+BATCHES = ((0, 500), (500, 1003), (1003, STEPS))
+"""Steps written between compactions: two rounds split blocks across chunks, the last batch
+stays hot."""
+
+
+def _gpu(run: str, step: int) -> str:
+    return [gpu for first, gpu in RUNS[run][0] if first <= step][-1]
+
+
+def _stored(run: str) -> StoredRun:
+    segments, seed = RUNS[run]
+    return StoredRun(segments, {"grad_norm": np.arange(STEPS, dtype=float), "k3_kl": _values(seed)})
 
 
 def _write(ingest: IngestService, run: str, gpu: Any, values: np.ndarray, lo: int, hi: int) -> None:
@@ -95,31 +97,21 @@ def _write(ingest: IngestService, run: str, gpu: Any, values: np.ndarray, lo: in
     ingest.ingest(ingest_batch({"records": records}), OPEN)
 
 
-RUNS = {
-    "on-h20": (lambda s: H20, 1),
-    "on-l20": (lambda s: L20, 2),
-    "moved": (lambda s: H20 if s < 600 else L20, 3),  # resumed on other hardware
-}
-
-
-def _fill(db: Database, *, before_0010: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three runs written in batches, compacted twice on the way (blocks split across chunks),
-    the last batches left hot."""
-    if before_0010:
-        monkeypatch.setattr(pg_points, "write", _copy_into_points_hot)
+def _fill(db: Database) -> None:
+    """The three runs written through today's ingest in `BATCHES`, compacted after each but
+    the last."""
     ingest = IngestService(db)
     try:
         for run in RUNS:
             body = {"run": {"id": run, "project": "p", "config": {"lr": 1e-6}}}
             ingest.ingest(ingest_batch(body), OPEN)
-        for lo, hi in ((0, 500), (500, 1003), (1003, STEPS)):
-            for run, (gpu, seed) in RUNS.items():
-                _write(ingest, run, gpu, _values(seed), lo, hi)
+        for lo, hi in BATCHES:
+            for run, (_, seed) in RUNS.items():
+                _write(ingest, run, lambda s, run=run: _gpu(run, s), _values(seed), lo, hi)
             if hi < STEPS:
-                _compact_before_0010(db) if before_0010 else compaction.compact(db)
+                compaction.compact(db)
     finally:
         ingest.close()
-        monkeypatch.undo()
 
 
 def _answers(db: Database) -> dict[str, Any]:
@@ -176,10 +168,10 @@ def _rollup_sums(db: Database) -> dict[tuple[int, int, int], tuple[Any, ...]]:
 
 
 def test_a_database_written_before_0010_migrates_intact_and_reads_the_same(
-    pg: Database, monkeypatch: pytest.MonkeyPatch
+    pg: Database, pg_now: Database
 ) -> None:
     migrate.upgrade(pg, "0009")
-    _fill(pg, before_0010=True, monkeypatch=monkeypatch)
+    store_at_0009(pg, {run: _stored(run) for run in RUNS}, BATCHES)
     with pg.read() as conn:
         count = "SELECT count(*) FROM {}"
         compacted, hot = (
@@ -195,7 +187,9 @@ def test_a_database_written_before_0010_migrates_intact_and_reads_the_same(
     assert hot > 0 and compacted > 0
     sums = _rollup_sums(pg)
     assert partial_rows > len(sums)  # blocks split across the two chunks
-    before = _answers(pg)
+    migrate.upgrade(pg_now)
+    _fill(pg_now)
+    now = _answers(pg_now)
 
     migrate.upgrade(pg)
 
@@ -208,18 +202,16 @@ def test_a_database_written_before_0010_migrates_intact_and_reads_the_same(
         rows = conn.execute(sa.text(count.format("rollups"))).scalar_one()
     assert repr(kept) == repr(stored)
     assert rows == len(sums) and _rollup_sums(pg) == sums  # one row per block, merged exactly
-    assert not _differ(_answers(pg), before)
+    assert not _differ(_answers(pg), now)
     compaction.compact_all(pg)
-    assert not _differ(_answers(pg), before)
+    assert not _differ(_answers(pg), now)
 
 
-def test_values_are_written_once_and_rollups_merged_in_place(
-    pg: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_values_are_written_once_and_rollups_merged_in_place(pg: Database) -> None:
     """Compaction moves no value (each keeps its place in the table) and leaves one rollup row
     per block, equal to one computed from all its values at once."""
     migrate.upgrade(pg)
-    _fill(pg, before_0010=False, monkeypatch=monkeypatch)
+    _fill(pg)
     place = "SELECT series_id, step, ctid::text FROM point_values ORDER BY 1, 2"
     with pg.read() as conn:
         before = conn.execute(sa.text(place)).all()

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 import collectors
 from collectors import ApiError
-from collectors._read import Incident, Timeline
+from collectors.read import Incident, Timeline
 from server.auth import OPEN
 from server.services.ingest import IngestService
 from server.services.tokens import TokenService

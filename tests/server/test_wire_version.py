@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 import collectors
-from collectors import _http
-from collectors._version import CLIENT_HEADER, WIRE_HEADER, WIRE_VERSION, __version__
+from collectors import wire
+from collectors.wire import CLIENT_HEADER, WIRE_HEADER, WIRE_VERSION, __version__
 from tests import web
 from tests.factories import record, run_upsert
 from tests.waiting import wait_for
@@ -74,7 +74,7 @@ def test_collectors_keep_every_batch_a_newer_format_could_not_deliver(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setitem(_http.CLIENT_HEADERS, WIRE_HEADER, str(WIRE_VERSION + 1))
+    monkeypatch.setitem(wire.CLIENT_HEADERS, WIRE_HEADER, str(WIRE_VERSION + 1))
     run = collectors.init(
         url=server.url, run_id="w2", spool_dir=tmp_path / "spool", flush_interval=0.05
     )
@@ -93,7 +93,7 @@ def test_collectors_keep_every_batch_a_newer_format_could_not_deliver(
     assert server.get("/api/v1/runs/w2").status_code == 404
 
     # The same spool, replayed by a client that speaks the server's format, delivers it all.
-    monkeypatch.setitem(_http.CLIENT_HEADERS, WIRE_HEADER, str(WIRE_VERSION))
+    monkeypatch.setitem(wire.CLIENT_HEADERS, WIRE_HEADER, str(WIRE_VERSION))
     upgraded = collectors.init(
         url=server.url, run_id="w2", spool_dir=tmp_path / "spool", flush_interval=0.05
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from collectors import EngineOptions, parity
-from collectors._parity._gate import evaluate
+from collectors.parity_check import evaluate
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -17,8 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from collectors import parity
-from collectors._parity import _check, evaluate
-from collectors._parity._engine import EngineOptions, engine_kwargs
+from collectors._parity import _check
+from collectors._parity._engine import engine_kwargs
+from collectors.parity_check import EngineOptions, evaluate
 from server.cli import app
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from collectors import parity
-from collectors._parity import ParityReport, evaluate
+from collectors.parity_check import ParityReport, evaluate
 from server.cli.parity_output import self_lines
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

@@ -2,8 +2,8 @@
 
 An incident's first message, and an escalation, carry a diagnosis of a mismatch alert — of the
 escalating alert when it is one, else of the first cause. It is not made here: such a message
-is written as a draft naming the alerts to diagnose (`alarm_outbox.Draft`), and the delivery
-worker makes the diagnosis and the body before sending it (`drafts.py`).
+is written as a draft naming the alerts to diagnose (`storage.alarms.outbox.Draft`), and the
+delivery worker makes the diagnosis and the body before sending it (`drafts.py`).
 """
 
 from __future__ import annotations

@@ -6,22 +6,14 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.ddl.impl import DefaultImpl
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 import migrations
+from migrations import duckdb_impl as _registers_duckdb_impl  # noqa: F401
 from server.storage.db import Database
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
-
-
-class DuckDBImpl(DefaultImpl):
-    """Alembic has no DuckDB dialect of its own; DuckDB speaks enough of PostgreSQL's DDL.
-    Defining the class registers it with Alembic."""
-
-    __dialect__ = "duckdb"
-    transactional_ddl = True
 
 
 def _config() -> Config:
