@@ -10,9 +10,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from server.domain.alarms import AlertState, ReceiverFormat, RuleKind, Severity, TransitionKind
+from server.domain.alarms import (
+    Alert,
+    Receiver,
+    ReceiverFormat,
+    Rule,
+    RuleKind,
+    Severity,
+    Silence,
+    Transition,
+    WouldBeAlert,
+)
 from server.domain.names import ID_PATTERN, NAME_PATTERN, Source
 from server.domain.rule_errors import RuleStatus
+from server.schemas.derive import derived_from
 from server.schemas.reads import ListOut
 
 _FROM_DOMAIN = ConfigDict(from_attributes=True)
@@ -115,21 +126,10 @@ class RulePatch(BaseModel):
     enabled: bool | None = None
 
 
+@derived_from(Rule)
 class RuleOut(BaseModel):
     model_config = _FROM_DOMAIN
 
-    id: str
-    project: str
-    name: str
-    kind: RuleKind
-    metric: str
-    source: str | None
-    run_id: str | None
-    label: str | None
-    gpu: str | None
-    severity: Severity
-    params: dict[str, Any]
-    enabled: bool
     status: RuleStatus = Field(
         default="ok",
         description="error: its evaluation failed (it stopped on the series it failed on and "
@@ -147,15 +147,9 @@ class ReceiverIn(BaseModel):
     secret: str | None = Field(default=None, pattern=r"^whsec_[A-Za-z0-9+/=]{16,200}$")
 
 
+@derived_from(Receiver, secret=Field(description="Masked: the secret is shown once, when created"))
 class ReceiverOut(BaseModel):
     model_config = _FROM_DOMAIN
-
-    id: str
-    project: str
-    url: str
-    format: ReceiverFormat
-    secret: str | None = Field(description="Masked: the secret is shown once, when created")
-    created_at: float
 
 
 class ReceiverTestOut(BaseModel):
@@ -174,76 +168,37 @@ class SilenceIn(BaseModel):
     comment: str = Field(default="", max_length=1000)
 
 
+@derived_from(Silence)
 class SilenceOut(BaseModel):
     model_config = _FROM_DOMAIN
 
-    id: str
-    project: str
-    until: float
-    rule_id: str | None
-    run_id: str | None
-    label: str | None
-    comment: str
-    created_at: float
 
-
+@derived_from(
+    Alert,
+    linked_alert_id=Field(description="The alert a precursor alert follows"),
+    incident_id=Field(
+        default=None,
+        description="The incident it belongs to: the id of the incident's first alert (none for "
+        "a silenced alert)",
+    ),
+)
 class AlertOut(BaseModel):
     """One alert: opened when a rule fired on a run's series; it ends resolved when the series
     recovered, or no_data when the series stopped reporting while it fired."""
 
     model_config = _FROM_DOMAIN
 
-    id: str
-    rule_id: str
-    rule_name: str
-    project: str
-    run_id: str
-    metric: str
-    source: str | None
-    actor: str | None
-    severity: Severity
-    state: AlertState
-    step: int
-    value: float
-    threshold: float | None
-    started_at: float
-    resolved_at: float | None
-    resolved_step: int | None
-    linked_alert_id: str | None = Field(description="The alert a precursor alert follows")
-    silenced: bool
-    incident_id: str | None = Field(
-        default=None,
-        description="The incident it belongs to: the id of the incident's first alert (none for "
-        "a silenced alert)",
-    )
 
-
+@derived_from(Transition)
 class TransitionOut(BaseModel):
     model_config = _FROM_DOMAIN
 
-    kind: TransitionKind
-    step: int
-    value: float
-    threshold: float | None
 
-
+@derived_from(WouldBeAlert, state=Field(description="firing: still open when the run's values end"))
 class WouldBeAlertOut(BaseModel):
     """An alert a backtest would have raised (rule ids of drafts read `draft-1`, `draft-2`, …)."""
 
     model_config = _FROM_DOMAIN
-
-    rule_id: str
-    rule_name: str
-    severity: Severity
-    metric: str
-    source: str | None
-    actor: str | None
-    state: AlertState = Field(description="firing: still open when the run's values end")
-    step: int
-    value: float
-    threshold: float | None
-    resolved_step: int | None
-    transitions: list[TransitionOut]
 
 
 class BacktestOut(BaseModel):

@@ -6,61 +6,39 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from server.domain.reads.hardware import Excluded, GpuFigures, Group, Pair, Setting
+from server.schemas.derive import derived_from
 from server.schemas.reads import HardwareOut, Out
 
 
+@derived_from(Setting, value=Field(description="None: the runs of the group do not set it"))
 class SettingOut(Out):
-    key: str
-    value: str | None = Field(description="None: the runs of the group do not set it")
+    pass
 
 
+@derived_from(
+    GpuFigures,
+    runs=Field(description="Runs with values on this GPU type (a resumed run counts under each)"),
+    segments=Field(description="(run, GPU) pieces: a run resumed on other hardware is two"),
+    steps=Field(description="Finite values behind the median"),
+)
 class GpuFiguresOut(Out):
-    gpu: str
-    runs: int = Field(
-        description="Runs with values on this GPU type (a resumed run counts under each)"
-    )
-    segments: int = Field(description="(run, GPU) pieces: a run resumed on other hardware is two")
-    steps: int = Field(description="Finite values behind the median")
-    nonfinite: int
-    median: float | None
-    p95: float | None
+    pass
 
 
+@derived_from(Pair, level=Field(description="Coverage the interval aims at"))
 class PairOut(Out):
     """`a`'s median over `b`'s; `ratio` None when it is undefined (`sentence` says why)."""
 
-    a: str
-    b: str
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    level: float = Field(description="Coverage the interval aims at")
-    runs_a: int
-    runs_b: int
-    steps_a: int
-    steps_b: int
-    sentence: str
 
-
+@derived_from(Group, distribution=Field(description="The group's per-GPU quantiles (box plot)"))
 class GroupOut(Out):
     """Runs that share every compared setting: only the GPU differs among them."""
 
-    settings: list[SettingOut]
-    run_ids: list[str]
-    gpus: list[GpuFiguresOut]
-    pairs: list[PairOut]
-    distribution: list[HardwareOut] = Field(description="The group's per-GPU quantiles (box plot)")
 
-
+@derived_from(Excluded)
 class ExcludedOut(Out):
     """A run left out of the group, once per setting that keeps it out."""
-
-    run_id: str
-    name: str
-    gpu: str
-    setting: str
-    value: str | None
-    group_value: str | None
 
 
 class HardwareComparisonOut(Out):

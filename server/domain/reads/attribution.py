@@ -1,7 +1,7 @@
 """Read-models of a run's mismatch attribution: the checks run on its own metrics, each with its
 figure, verdict and sentence, and the failure-mode hypotheses ranked by score, with the
-recorded settings that moved each one. Field names are those of the API's `…Out` models, which
-are built from these attribute by attribute."""
+recorded settings that moved each one. The API's `…Out` models are derived from these
+(`server.schemas.derive`): a field added here is on the wire."""
 
 from __future__ import annotations
 

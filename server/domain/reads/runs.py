@@ -1,6 +1,6 @@
 """Read-models of runs: a run as the runs list shows it, as its page shows it, its config, its
-metrics, its token exemplars. Field names are those of the API's `…Out` models, which are
-built from these attribute by attribute."""
+metrics, its token exemplars. The API's `…Out` models are derived from these
+(`server.schemas.derive`): a field added here is on the wire."""
 
 from __future__ import annotations
 
