@@ -1,7 +1,7 @@
 """The code's structure, read from the source tree: package sizes, import depth, duplicated text.
 
     python benchmarks/structure.py [--json] [--root DIR] [--chain PACKAGE ...] [--most N]
-        [--walks FILE]
+        [--walks FILE|MAP.md]
 
 Pure static analysis (`ast` and the standard library, nothing of ours imported), so `--root`
 may name any checkout of this project, an older one included, and two checkouts' figures can
@@ -28,10 +28,12 @@ be set side by side (the baseline is the other checkout, not a time). Printed:
   design; what is measured is repeated code. Overlapping windows along the same pair of places
   merge into one run; a block repeated in three places counts as three pairs. Exact text only.
   A run's length counts its matching lines; its `start-end` are the file's own line numbers.
-- walks (`--walks FILE`, a JSON object `{"walk name": ["server/x.py", ...]}`): for each walk,
-  how many of its listed modules exist, and the distinct modules and packages (directories) it
-  visits, counted over the modules listed, existing or not. An entry may also be dotted
-  (`server.x`).
+- walks (`--walks FILE`, a JSON object `{"walk name": ["server/x.py", ...]}`, or a map in
+  Markdown whose `## Walk …` sections name the modules in backticks; by default the checkout's
+  own `ARCHITECTURE.md` where it has one): for each walk, how many of its listed modules exist,
+  the distinct modules and packages (directories) it visits, counted over the modules listed,
+  existing or not, and how many modules those packages hold (what a reader scans to find the
+  next step) with the largest of them. An entry may also be dotted (`server.x`).
 
 The last line printed is one JSON object (with `--json`, the only one).
 """
@@ -43,6 +45,7 @@ import ast
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -311,22 +314,39 @@ def duplicates(root: Path, files: list[Path]) -> list[dict[str, Any]]:
 
 
 def walks(root: Path, spec: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """Per walk: modules listed, distinct, existing, and the packages they sit in."""
+    """Per walk: modules listed, distinct, existing, the packages they sit in, and the modules
+    those packages hold (all of them, and the largest package's)."""
     out = []
     for name, listed in spec.items():
         distinct = sorted({_as_path(m) for m in listed})
         missing = [m for m in distinct if not (root / m).is_file()]
+        folders = sorted({str(Path(m).parent) for m in distinct})
+        held = [len(list((root / f).glob("*.py"))) for f in folders]
         out.append(
             {
                 "walk": name,
                 "listed": len(listed),
                 "modules": len(distinct),
                 "existing": len(distinct) - len(missing),
-                "packages": len({str(Path(m).parent) for m in distinct}),
+                "packages": len(folders),
+                "scanned": sum(held),
+                "largest": max(held, default=0),
                 "missing": missing,
             }
         )
     return out
+
+
+def walks_of_map(text: str) -> dict[str, list[str]]:
+    """The walks a Markdown map draws: each `## Walk …` section's modules, named in backticks
+    (`server/x.py`), in the order it names them."""
+    found: dict[str, list[str]] = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        title, _, body = section.partition("\n")
+        if title.startswith("Walk"):
+            named = re.findall(r"`([\w./]+\.py)`", body)
+            found[title.strip()] = list(dict.fromkeys(named))
+    return found
 
 
 def _as_path(module: str) -> str:
@@ -408,7 +428,8 @@ def text(figures: dict[str, Any]) -> Iterator[str]:
         yield ""
         yield (
             f"walk {walk['walk']!r}: {walk['existing']} of {walk['modules']} modules exist "
-            f"({walk['listed']} listed), {walk['packages']} packages"
+            f"({walk['listed']} listed), {walk['packages']} packages holding "
+            f"{walk['scanned']} modules (the largest {walk['largest']})"
         )
         for missing in walk["missing"]:
             yield f"  missing: {missing}"
@@ -423,13 +444,22 @@ def main(argv: list[str] | None = None) -> None:
         help="another package for the import chain, server.x or server/x (repeatable)",
     )  # fmt: skip
     parser.add_argument("--most", type=int, default=10, help="duplicated runs to list")
-    parser.add_argument("--walks", type=Path, help='JSON: {"walk name": ["server/x.py", ...]}')
+    parser.add_argument(
+        "--walks", type=Path,
+        help='JSON {"walk name": ["server/x.py", ...]} or a Markdown map (ARCHITECTURE.md)',
+    )  # fmt: skip
     args = parser.parse_args(argv)
     root = args.root.resolve()
     if not (root / "server").is_dir():
         parser.error(f"{root} holds no server/: not a checkout of this project")
     chains = list(dict.fromkeys([*CHAINS, *(c.strip("/").replace("/", ".") for c in args.chain)]))
-    spec = json.loads(args.walks.read_text()) if args.walks else None
+    source = args.walks or (root / "ARCHITECTURE.md")
+    if not source.is_file():
+        spec = None
+    elif source.suffix == ".md":
+        spec = walks_of_map(source.read_text())
+    else:
+        spec = json.loads(source.read_text())
     if spec is not None and not (
         isinstance(spec, dict)
         and all(isinstance(v, list) and all(isinstance(m, str) for m in v) for v in spec.values())

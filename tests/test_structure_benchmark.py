@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.structure import measure
+from benchmarks.structure import measure, walks_of_map
 
 IMPORTS = "".join(f"import mod{k}\n" for k in range(6))
 SHARED = [
@@ -85,6 +85,20 @@ def test_a_walk_counts_what_exists_and_the_packages_it_visits(figures: dict[str,
             "modules": 4,
             "existing": 3,
             "packages": 2,
+            "scanned": 7,
+            "largest": 4,
             "missing": ["server/nope.py"],
         }
     ]
+
+
+def test_the_walks_of_a_map_are_its_walk_sections_modules_in_order() -> None:
+    text = (
+        "# Map\n\n## Layers\n`server/app.py`\n\n## Walk 1: in\n"
+        "1. `server/one.py` then `server/alarms/a.py`, and `server/one.py` again\n"
+        "## Walk 2: out\nno module here, only `mismatch serve`\n## Every package\n`server/two.py`\n"
+    )
+    assert walks_of_map(text) == {
+        "Walk 1: in": ["server/one.py", "server/alarms/a.py"],
+        "Walk 2: out": [],
+    }
