@@ -52,7 +52,10 @@ from server.storage.writing import heads
 MAX_RUNS = 10_000
 
 
-class HardwareQueries(RunReads):
+class _HardwareFigures(RunReads):
+    """The figures themselves, read with the projects given as a list; `HardwareReads` below
+    gives them the port's shape."""
+
     def hardware(
         self,
         *,
@@ -313,7 +316,7 @@ class HardwareReads:
     """The hardware reads in the port's shape: the reader's `ReadScope` in, read-models out."""
 
     def __init__(self, db: Database) -> None:
-        self._queries = HardwareQueries(db)
+        self._figures = _HardwareFigures(db)
 
     def pooled(
         self,
@@ -325,7 +328,7 @@ class HardwareReads:
     ) -> list[HardwareRow]:
         """Per GPU type, the distribution of a metric (by default the strongest mismatch
         signal the runs share) over the given runs (or a project's)."""
-        return self._queries.hardware(
+        return self._figures.hardware(
             metric=metric, run_ids=run_ids, project=project, projects=scope.projects
         )
 
@@ -344,7 +347,7 @@ class HardwareReads:
         """The like-for-like comparison of GPU types over the selected runs (`project`'s, or
         every run in the scope when no run is named); `deadline` is checked between its reads
         and before each GPU type's resampling."""
-        return self._queries.hardware_comparison(
+        return self._figures.hardware_comparison(
             metric=metric,
             run_ids=run_ids,
             project=project,

@@ -233,7 +233,7 @@ def read_grid(
     max_points: int,
     bucket_steps: int | None = None,
 ) -> list[Series]:
-    """The series of each metric of each run (`rows`, as `run_lookup` finds them), run by run,
+    """The series of each metric of each run (`rows`, as `lookup` finds them), run by run,
     with one lookup of their series; a metric a run lacks comes back empty."""
     found = series.find_many(conn, [r.pk for r in rows], metrics, source)
     grid = [(row, m, *found.get((row.pk, m), (source, []))) for row in rows for m in metrics]
