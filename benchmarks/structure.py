@@ -13,10 +13,10 @@ be set side by side (the baseline is the other checkout, not a time). Printed:
   migrations; not tests, not benchmarks; collectors/build, an in-place pip build, left out).
 - deepest import chain within server/alarms and server/storage (and each `--chain PACKAGE`):
   the longest path, importer → imported, in the import graph of the modules under that
-  package. Imports are read as the architecture test reads them (every import counts, also
-  one inside a function or under TYPE_CHECKING; relative ones resolved against the importing
-  package; an imported name counts under the longest module of ours it names), except that
-  `from pkg import name` counts only `pkg.name` when that is a module, not `pkg` as well.
+  package. Imports are read by `imported_modules`, which the architecture test reads them with
+  too (every import counts, also one inside a function or under TYPE_CHECKING; relative ones
+  resolved against the importing package; an imported name counts under the longest module of
+  ours it names, so `from pkg import module` counts the module, not `pkg` as well).
   Cycles: the strongly connected components are found first and reported; without one, the
   chain is the longest path of the DAG (memoised DFS, exact); with one, it is the longest
   simple path found by an exhaustive DFS bounded at CHAIN_BUDGET expansions, marked as a lower

@@ -41,6 +41,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.structure import imported_modules
+from benchmarks.structure import module_name as module_of_file
 from tests.conftest import ROOT
 
 PACKAGES = ("server", "dashboard", "collectors", "demo", "migrations")
@@ -147,10 +149,7 @@ MAX_FUNCTION_LINES = 80
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    return module_of_file(ROOT, path)
 
 
 def our_modules() -> Iterator[tuple[str, Path]]:
@@ -163,24 +162,11 @@ _MODULES = frozenset(name for name, _ in our_modules())
 
 
 def imports(module: str, source: str) -> set[str]:
-    """Modules of ours that `source` (the module `module`) imports."""
-    tree = ast.parse(source)
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: resolve against the importing package
-                package = module.split(".")[: -node.level or None]
-                base = ".".join([*package, base] if base else package)
-            names = {f"{base}.{alias.name}" for alias in node.names}
-            # `from package import module` imports the module; the package's own names count
-            # only when one of the names is not a module of ours.
-            if not names <= _MODULES:
-                found.add(base)
-            found |= names
-    return {name for name in found if name.split(".")[0] in PACKAGES}
+    """Modules of ours that `source` (the module `module`) imports, read as the structure
+    benchmark reads them (`benchmarks/structure.py`): every import, relative ones resolved, an
+    imported name counted under the module of ours it names, and `from package import module`
+    as the module alone."""
+    return imported_modules(module, source, _MODULES)
 
 
 def violations(graph: dict[str, set[str]]) -> list[str]:
