@@ -73,7 +73,21 @@ async function(clicks, selected, comment) {
 }
 """.replace("__SEP__", ROW_ID_SEP)
 """Acknowledges the selected rows' incidents through the API as the person signed in; says how
-many were, and each refusal with the API's reason."""
+many were, and each refusal with the API's reason; what was acknowledged is unticked."""
+
+TICKS_JS = """
+function(data, selected) {
+    const chosen = new Set(selected || []);
+    const rows = [];
+    (data || []).forEach((row, n) => { if (chosen.has(row.id)) { rows.push(n); } });
+    return rows;
+}
+"""
+"""The table draws its ticks from row positions, and each poll draws it again: a new incident
+sorted to the top would move the ticks onto other incidents while the selection (by row id)
+stayed, so the person would see one selection and acknowledge another. The ticks follow the
+ticked rows' ids instead, in the browser, at once (a server round trip would lose a tick made
+meanwhile)."""
 
 
 def layout(reads: Reads, scope: ReadScope, params: dict[str, str], *, poll_ms: int = 10_000) -> Any:
@@ -261,6 +275,13 @@ def register(app: Any, reads: Reads, reader: Reader) -> None:
         State(ids.ALERTS_TABLE, "selected_row_ids"),
         State(ids.ALERTS_ACK_COMMENT, "value"),
         prevent_initial_call=True,
+    )
+
+    app.clientside_callback(
+        TICKS_JS,
+        Output(ids.ALERTS_TABLE, "selected_rows"),
+        Input(ids.ALERTS_TABLE, "data"),
+        State(ids.ALERTS_TABLE, "selected_row_ids"),
     )
 
     @app.callback(

@@ -213,6 +213,8 @@ def test_incidents_are_acknowledged_from_the_alerts_list(
     wait_for(lambda: _text(page, f"#{ids.ALERTS_ACK_RESULT}", "Acknowledged 2 incidents"), 30)
     listed = wait_for(lambda: _text(page, TABLE, "night shift has it"), 30)
     assert listed.count(f"acknowledged by token {tokens['admin_id']}") == 2
+    ticked = page.locator(f"{TABLE} td.dash-select-cell input:checked")
+    assert wait_for(lambda: ticked.count() == 0, 30)  # what was acknowledged is unticked
     acks = [i["acknowledged"] for i in server.query("/api/v1/incidents")["data"]]
     assert [(a["by"], a["comment"]) for a in acks] == [
         (f"token:{tokens['admin_id']}", "night shift has it")
