@@ -100,10 +100,11 @@ def test_batch_sizes_leave_out_the_reference_and_stop_at_the_request_count() -> 
 
 
 def report(max_diff: float, *, diverged: float = 0.0, invariant: bool = False) -> ParityReport:
+    counts = {"tokens": 64.0, "sequences": 16.0}
     selves = (
-        SelfBatch(1, 1, {"logp_diff_max": 0.0, "tokens": 64.0, "diverged": 0.0}),
-        SelfBatch(4, 4, {"logp_diff_max": max_diff / 2, "tokens": 64.0, "diverged": 0.0}),
-        SelfBatch(16, 16, {"logp_diff_max": max_diff, "tokens": 64.0, "diverged": diverged}),
+        SelfBatch(1, 1, {"logp_diff_max": 0.0, **counts, "diverged": 0.0}),
+        SelfBatch(4, 4, {"logp_diff_max": max_diff / 2, **counts, "diverged": 0.0}),
+        SelfBatch(16, 16, {"logp_diff_max": max_diff, **counts, "diverged": diverged}),
     )
     phase = Phase(0, "plain sampling", {"k3_kl": 1e-12, "ratio_dev_1e4": 0.0, "tokens": 64.0})
     engine = {"name": "vllm", "batch_invariant": invariant, "logprobs_mode": "processed_logprobs"}
@@ -136,6 +137,18 @@ def test_a_batch_invariant_engine_is_held_to_zero_and_to_the_same_tokens() -> No
     assert evaluate(report(0.0, invariant=True)).passed
     # past 0, a divergence follows from rounding near a sampling boundary: reported, not gated
     assert evaluate(report(1e-6, diverged=1.0), max_self_logp_diff=1e-3).passed
+
+
+def test_a_batch_whose_sequences_mostly_sample_other_tokens_fails_past_zero_too() -> None:
+    """Compared only up to each sequence's first other token, a batch where every sequence
+    diverged at its first token compared nothing and reads 0; it must not pass."""
+    nothing_compared = report(0.0, diverged=16.0)
+    nothing_compared.self_batches[2].metrics.update(tokens=0.0, first_divergence=0.0)
+    gate = evaluate(nothing_compared)
+    assert not gate.passed
+    assert [(x.metric, x.value, x.limit) for x in gate.exceeded] == [("self_diverged", 16.0, 8.0)]
+    assert "engine.batch_invariant" in gate.suspicious
+    assert evaluate(report(0.0, diverged=8.0)).passed  # half: at the bound, not past it
 
 
 def test_a_failure_of_the_engine_against_itself_alone_says_what_it_means_first() -> None:
