@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from server.domain.names import storable
+
 
 class InvalidLabelFilter(ValueError):
     """The text is not `KEY` or `KEY=VALUE`."""
@@ -28,6 +30,8 @@ class LabelFilter:
 
     @classmethod
     def parse(cls, text: str) -> LabelFilter:
+        if not storable(text):
+            raise InvalidLabelFilter(f"label filter {text!r}: text without NUL or lone surrogates")
         stripped = text.strip()
         if stripped.startswith("!"):
             key = stripped[1:].strip()

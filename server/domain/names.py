@@ -44,3 +44,16 @@ EXEMPLAR_KINDS: tuple[ExemplarKind, ...] = ("top", "uniform")
 
 MAX_EXEMPLARS_PER_RECORD = 1024
 """The most token exemplars one record may carry: what keeps per-token data bounded."""
+
+
+def storable(text: str) -> bool:
+    """Text both databases can store and compare: no NUL (PostgreSQL's text refuses it) and
+    valid UTF-8 (a JSON or URL escape can spell a lone surrogate). What a client may send as a
+    filter or a cursor is held to it before any query is made of it."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

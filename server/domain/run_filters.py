@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import get_args
 
-from server.domain.names import RunStatus
+from server.domain.names import RunStatus, storable
 
 STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 MAX_CONFIG_KEYS = 16
@@ -69,7 +69,7 @@ class RunConditions:
                 raise InvalidRunFilter(name, "Unix seconds, 0 or more")
         if since is not None and until is not None and since > until:
             raise InvalidRunFilter("since", f"{since} is after until ({until})")
-        if gpu is not None and (not gpu.strip() or not _storable(gpu)):
+        if gpu is not None and (not gpu.strip() or not storable(gpu)):
             raise InvalidRunFilter("gpu", "a part of a GPU type's name, e.g. H100")
         return cls(
             statuses=parse_statuses(status),
@@ -112,31 +112,19 @@ def parse_config(text: str | None) -> tuple[ConfigMatch, ...]:
         raise InvalidRunFilter("config", f"at most {MAX_CONFIG_KEYS} keys")
     matches = []
     for key, value in document.items():
-        if not 0 < len(key) <= MAX_KEY or not _storable(key):
+        if not 0 < len(key) <= MAX_KEY or not storable(key):
             raise InvalidRunFilter("config", f"a key is 1-{MAX_KEY} characters of text")
         if isinstance(value, (dict, list)):
             raise InvalidRunFilter(
                 "config",
                 f"{key!r}: a string, number, boolean or null (objects and lists are not compared)",
             )
-        if isinstance(value, str) and not _storable(value):
+        if isinstance(value, str) and not storable(value):
             raise InvalidRunFilter("config", f"{key!r}: text without NUL or lone surrogates")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not _finite(value):
             raise InvalidRunFilter("config", f"{key!r}: a finite number within float range")
         matches.append(ConfigMatch(key, value))
     return tuple(matches)
-
-
-def _storable(text: str) -> bool:
-    """Text a database can compare: no NUL (PostgreSQL's text refuses it) and valid UTF-8 (a
-    JSON escape can spell a lone surrogate)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _finite(number: float) -> bool:

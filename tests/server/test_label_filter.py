@@ -54,6 +54,14 @@ def test_an_absence_filter_takes_a_key_and_no_value(text: str) -> None:
         LabelFilter.parse(text)
 
 
+@pytest.mark.parametrize("text", ["ti\x00er", "!tier\x00", "tier=go\x00ld", "tier=\ud800"])
+def test_a_filter_no_database_can_compare_is_refused(text: str) -> None:
+    """Rules, silences and every list filter through this parse: NUL (PostgreSQL's text
+    refuses it) or a lone surrogate (a JSON body can spell one) never reaches a query."""
+    with pytest.raises(InvalidLabelFilter, match="without NUL or lone surrogates"):
+        LabelFilter.parse(text)
+
+
 @pytest.mark.parametrize("text", ["tier", "tier=gold", "tier=", "!tier"])
 def test_a_filter_reads_back_as_it_was_written(text: str) -> None:
     assert str(LabelFilter.parse(text)) == text

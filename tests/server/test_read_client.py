@@ -225,6 +225,21 @@ def test_a_bad_run_filter_is_refused_naming_its_field(
     assert response.json()["detail"].split(":")[0].endswith(field)
 
 
+@pytest.mark.parametrize("label", ["a%00", "!a%00", "a=b%00"])
+def test_a_label_filter_no_database_can_compare_is_refused(
+    served: tuple[ServerProcess, dict[str, str]], label: str
+) -> None:
+    """NUL, which PostgreSQL's text refuses: refused with why, not a 500 (nor all runs)."""
+    server, made = served
+    response = web.get(
+        f"{server.url}/api/v1/runs?label={label}",
+        headers={"Authorization": f"Bearer {made['read_a']}"},
+        timeout=30,
+    )
+    assert response.status_code == 422, response.text
+    assert "label filter" in response.json()["detail"]
+
+
 def test_the_run_filters_are_in_the_openapi_document(
     served: tuple[ServerProcess, dict[str, str]],
 ) -> None:

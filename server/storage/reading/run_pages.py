@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
 from server.domain.labels import LabelFilter
-from server.domain.names import RUN_SORTS, RunSort
+from server.domain.names import RUN_SORTS, RunSort, storable
 from server.domain.run_filters import RunConditions
 from server.errors import Malformed
 from server.storage import sql
@@ -115,12 +115,8 @@ def _is_int(value: object) -> TypeGuard[int]:
 def _key(sort: Sort, key: object) -> Any:
     """`key` as the sort's SQL key takes it; InvalidCursor when it cannot be one."""
     if sort == "name":
-        if not isinstance(key, str) or len(key) > _MAX_KEY_TEXT or "\x00" in key:
+        if not isinstance(key, str) or len(key) > _MAX_KEY_TEXT or not storable(key):
             raise InvalidCursor("its key is not a run name")
-        try:
-            key.encode()
-        except UnicodeEncodeError:  # a lone surrogate: "\ud800" is valid JSON, not text
-            raise InvalidCursor("its key is not a run name") from None
         return key
     if sort == "alarms":
         if not _is_int(key) or not 0 <= key <= _MAX_PK:
