@@ -12,7 +12,7 @@ the same client. The server imports these names and nothing else of the read sid
 - `values_schema()` is the long form every values file has (project, run_id, source, actor,
   metric as dictionaries, then step and value); `write_atomically` writes batches of it as
   parquet, an Arrow IPC stream or CSV, and `write_text_atomically` a text file, each under a
-  temporary name renamed once whole.
+  temporary name renamed once whole; `parquet_options` is how either side writes Parquet.
 
 pyarrow, pandas and polars are imported only when a read needs them.
 """
@@ -20,8 +20,8 @@ pyarrow, pandas and polars are imported only when a read needs them.
 from __future__ import annotations
 
 from collectors._read import Alert, Api, ApiError, Incident, RunInfo, Timeline, TimelineEvent
+from collectors._read.frames import parquet_options, write_atomically, write_text_atomically
 from collectors._read.frames import schema as values_schema
-from collectors._read.frames import write_atomically, write_text_atomically
 
 __all__ = [
     "Alert",
@@ -31,6 +31,7 @@ __all__ = [
     "RunInfo",
     "Timeline",
     "TimelineEvent",
+    "parquet_options",
     "values_schema",
     "write_atomically",
     "write_text_atomically",

@@ -20,12 +20,14 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.ipc as pa_ipc
 import pyarrow.parquet as pq
+
+from collectors.read import parquet_options
 
 Format = Literal["arrow", "parquet", "csv"]
 
@@ -119,32 +121,6 @@ def encode(batches: Iterable[pa.RecordBatch], schema: pa.Schema, fmt: Format) ->
     finally:
         writer.close()
     yield from sink.take()
-
-
-STATISTICS = ("run_id", "step")
-"""The columns whose row-group statistics a reader of the file most often skips by: a run, a
-step range."""
-
-ENCODINGS = {"step": "DELTA_BINARY_PACKED", "value": "BYTE_STREAM_SPLIT"}
-"""Steps as differences (a series' steps mostly climb by one); values with their bytes split
-into planes, which compress where plain doubles do not."""
-
-
-def parquet_options(schema: pa.Schema) -> dict[str, Any]:
-    """How an export is written as Parquet, chosen by what the write of 25.6 M values cost
-    (`benchmarks/export.py`). Dictionaries for the labels only: building one for the values
-    (nearly all distinct) costs more than the whole rest of the write, before Parquet falls
-    back from it. Statistics only where a reader filters most (`STATISTICS`): those of a
-    dictionary column are computed over its decoded strings, and all five labels' took half
-    the time of the whole write. `ENCODINGS` make the write about a third faster and the file
-    a sixth smaller than plain values under zstd."""
-    labels = [f.name for f in schema if pa.types.is_dictionary(f.type)]
-    return {
-        "compression": "zstd",
-        "use_dictionary": labels,
-        "write_statistics": [n for n in STATISTICS if n in schema.names],
-        "column_encoding": {n: e for n, e in ENCODINGS.items() if n in schema.names},
-    }
 
 
 def released(pieces: Iterator[bytes]) -> Iterator[bytes]:

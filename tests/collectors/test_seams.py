@@ -54,6 +54,7 @@ SEAMS: dict[str, set[str]] = {
         "RunInfo",
         "Timeline",
         "TimelineEvent",
+        "parquet_options",
         "values_schema",
         "write_atomically",
         "write_text_atomically",
