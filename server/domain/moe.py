@@ -6,7 +6,7 @@ separately, and about 10% of router decisions differ between the two forward pas
 tokens meet at least one layer where they went to different experts. The healthy vllm-kl (k3)
 the field reports is 1e-5 … 1e-3 on dense models and 1e-3 … 1e-1 on MoE models (the LMSYS
 write-up on training–inference mismatch; `METRICS.md`); rollout routing replay (R3) narrows it
-but does not bring MoE to dense levels. A dense ceiling (0.025) on an MoE run fires on healthy
+but does not bring MoE to dense levels. A dense ceiling (0.02) on an MoE run fires on healthy
 steps and teaches the on-call person to mute it; the MoE pack
 (`server/alarms/configuring/moe_pack.py`) watches those runs at their own levels and the
 dense rules leave them (`!mismatch.moe`).
