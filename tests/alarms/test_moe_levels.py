@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from server.alarms.configuring.defaults import DEFAULT_RULES
+from server.domain.labels import LabelFilter
 from server.domain.moe import MOE_LABEL, moe
 from server.storage.db import Database
 from server.storage.schema import migrate
@@ -124,7 +125,10 @@ def test_the_config_names_an_moe_model(config: dict[str, Any], expected: list[st
     assert moe(config) == expected
 
 
-def test_every_vllm_kl_ceiling_covers_each_run_exactly_once() -> None:
+def test_the_dense_and_moe_ceilings_hold_each_run_to_one_high_and_one_far_level() -> None:
+    """The four ceilings split runs by the MoE label: a dense run meets the dense pair only, an
+    MoE run the MoE pair only. (The sampler-only rule's level is not split by it: a run that is
+    both MoE and sampler-only meets that one too.)"""
     ceilings = [
         r
         for r in DEFAULT_RULES
@@ -133,6 +137,13 @@ def test_every_vllm_kl_ceiling_covers_each_run_exactly_once() -> None:
         and r.get("label") in (f"!{MOE_LABEL}", MOE_LABEL)
     ]
     assert {r["name"] for r in ceilings} == {DENSE_HIGH, DENSE_FAR, MOE_HIGH, MOE_FAR}
+    for labels, expected in (
+        ({}, {DENSE_HIGH, DENSE_FAR}),
+        ({"tier": "gold"}, {DENSE_HIGH, DENSE_FAR}),
+        ({MOE_LABEL: "name=qwen/qwen3-30b-a3b"}, {MOE_HIGH, MOE_FAR}),
+    ):
+        met = {r["name"] for r in ceilings if LabelFilter.parse(r["label"]).matches(labels)}
+        assert met == expected, labels
 
 
 def test_runs_and_rules_stored_before_get_moe_levels_on_upgrade_and_lose_them_back(
