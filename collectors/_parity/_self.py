@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from collectors._parity._distribution import dense, divergences
@@ -57,7 +58,8 @@ def self_check(
     if not compared:
         return ()
     reference, alone = sample_grouped(llm, prompts, sampling, group=1, full=full)
-    out = [SelfBatch(1, alone, compare(reference, reference))]
+    counted = replace(reference, distributions=None)  # its own distributions would read 0
+    out = [SelfBatch(1, alone, compare(counted, counted))]
     for size in compared:
         batch, ran = sample_grouped(llm, prompts, sampling, group=size, full=full)
         out.append(SelfBatch(size, ran, compare(reference, batch)))
