@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,8 +182,9 @@ def test_every_accepted_step_is_stored_once_or_kept_with_a_reason(
     restarts: list[tuple[int, int]],
     end_order: list[int],
 ) -> None:
-    example = tmp_path / f"ex-{threading.get_ident()}-{id(sessions)}"
-    example.mkdir()
+    # tmp_path is shared by every example Hypothesis draws: each gets a folder no other had
+    # (an object's id, as the name once was, is reused once the object is gone).
+    example = Path(tempfile.mkdtemp(prefix="ex-", dir=tmp_path))
     shutil.copy(template, example / "monitor.duckdb")
     server = InProcessServer(example / "monitor.duckdb")
     spool = example / "spool"
